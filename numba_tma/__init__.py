@@ -1,0 +1,17 @@
+"""numba_tma: Hopper's (sm_90) data path for numba-cuda kernels.
+
+Device intrinsics (call them inside ``@cuda.jit`` kernels):
+    ``numba_tma.mbarrier``  transaction barriers
+    ``numba_tma.fence``     async-proxy fences
+    ``numba_tma.tma``       TMA bulk tensor copies and bulk async-groups
+    ``numba_tma.swizzle``   TMA swizzle index maps (device helpers and the numpy model)
+Host side:
+    ``numba_tma.TensorMap`` a validated CUtensorMap (tile mode) in device memory
+    ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
+"""
+
+from . import fence, mbarrier, swizzle, tma
+from .tensormap import TensorMap
+
+__all__ = ["TensorMap", "fence", "mbarrier", "swizzle", "tma"]
+__version__ = "0.1.0"

@@ -1,0 +1,93 @@
+"""The bridge between ptx/*.cu and numba: where the sources live, how a C function is declared,
+and how a numba array becomes the pointer operand a PTX wrapper takes.
+
+Every intrinsic is an ``extern "C" __device__`` function in ``ptx/<unit>.cu`` holding inline PTX.
+numba links the ``.cu`` file into any kernel that calls it (NVRTC compiles it to LTO-IR) and LTO
+inlines the call, so a kernel's SASS shows the instruction itself (``UTMALDG``, ``SYNCS.*``), never
+a ``CALL``.
+"""
+
+import os
+from importlib import resources
+
+from numba import cuda, types
+from numba.core import errors
+from numba.cuda.extending import intrinsic
+
+
+def _ptx_dir():
+    # Installed: ptx/ ships inside the wheel as the package numba_tma.ptx.
+    # Source checkout: it sits beside numba_tma/.
+    try:
+        return str(resources.files("numba_tma.ptx"))
+    except ModuleNotFoundError:
+        return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ptx")
+
+
+PTX_DIR = _ptx_dir()
+
+
+def ptx_source(unit):
+    """Absolute path of ``ptx/<unit>.cu``."""
+    path = os.path.join(PTX_DIR, f"{unit}.cu")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"numba_tma's CUDA-C source {path} is missing; reinstall numba_tma")
+    return path
+
+
+def declare(unit, name, sig):
+    """Declare ``extern "C"`` function ``name`` of ``ptx/<unit>.cu`` for use in numba kernels."""
+    return cuda.declare_device(name, sig, link=ptx_source(unit), abi="c")
+
+
+@intrinsic
+def address_of(typingctx, arr):
+    """Generic address of ``arr``'s first element (a ``void*``), for the C wrappers' pointer operands.
+
+    Shared arrays arrive as generic pointers; the C side converts them with
+    ``__cvta_generic_to_shared``, which LTO folds into the 32-bit shared address.
+    """
+    if not isinstance(arr, types.Array):
+        raise errors.TypingError(f"expected a numba array, got {arr}")
+    sig = types.voidptr(arr)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.bitcast(ary.data, context.get_value_type(types.voidptr))
+
+    return sig, codegen
+
+
+def require_array(fname, argname, ty, *, dtypes=None, ndim=None):
+    """Typing-time check of an array operand; raises a TypingError naming the argument."""
+    if not isinstance(ty, types.Array):
+        raise errors.TypingError(f"{fname}: {argname} must be an array (a cuda.shared.array for "
+                                 f"shared-memory operands), got {ty}")
+    if dtypes is not None and ty.dtype not in dtypes:
+        names = ", ".join(str(d) for d in dtypes)
+        raise errors.TypingError(f"{fname}: {argname} must have dtype {names}, got {ty.dtype}")
+    if ndim is not None and ty.ndim != ndim:
+        raise errors.TypingError(f"{fname}: {argname} must be {ndim}-D, got {ty.ndim}-D")
+
+
+def require_int(fname, argname, ty):
+    if not isinstance(ty, types.Integer):
+        raise errors.TypingError(f"{fname}: {argname} must be an integer, got {ty}")
+
+
+def literal_int(fname, argname, ty, lo, hi):
+    """Value of a compile-time integer argument (PTX immediates), checked to lie in lo..hi."""
+    if isinstance(ty, types.IntegerLiteral):
+        value = ty.literal_value
+    elif isinstance(ty, types.Omitted) and isinstance(ty.value, int):
+        value = ty.value
+    else:
+        raise errors.TypingError(f"{fname}: {argname} must be a compile-time integer constant "
+                                 f"(it is a PTX immediate), got {ty}")
+    if not lo <= value <= hi:
+        raise errors.TypingError(f"{fname}: {argname} = {value} is outside {lo}..{hi}")
+    return value
+
+
+def host_call(name):
+    raise RuntimeError(f"numba_tma.{name} is a device intrinsic: call it inside a @cuda.jit kernel")
