@@ -11,9 +11,9 @@ import functools
 import numpy as np
 from numba import cuda
 
-from .. import mbarrier, swizzle, tma
+from .. import mbarrier, swizzle as swz, tma
 from .._device import require_hopper
-from ..tensormap import TensorMap
+from ..tensormap import TensorMap, describe_array, resolve_dtype
 
 TILE_ROWS = 32
 THREADS = 256
@@ -31,7 +31,7 @@ def _kernel(dtype, span):
     rows, cols = tile_shape(dtype.itemsize, span)
     n = rows * cols
     itemsize = dtype.itemsize
-    align = swizzle.pattern_bytes(span) if span else 128
+    align = swz.pattern_bytes(span) if span else 128
 
     @cuda.jit
     def add_one_kernel(desc):
@@ -45,7 +45,7 @@ def _kernel(dtype, span):
         mbarrier.wait(bar, 0)
         for i in range(cuda.threadIdx.x, n, THREADS):
             # Logical element (r, c) lives at its swizzled address.
-            tile[swizzle.index(i // cols, i % cols, cols, itemsize, span)] += 1
+            tile[swz.index(i // cols, i % cols, cols, itemsize, span)] += 1
         tma.store_tile(desc, (y, x), tile)
 
     return add_one_kernel
@@ -57,17 +57,17 @@ def add_one(array, *, swizzle=0):
     ``swizzle``: 0, 32, 64 or 128, the shared-memory swizzle of the tiles (the result is the same;
     the index math differs). ``array``: a numba, CuPy or torch 2-D CUDA array of a numeric dtype.
     """
-    from . import add_one as _module  # noqa: F401  (keeps the name 'swizzle' free below)
-
     if swizzle not in (0, 32, 64, 128):
         raise ValueError(f"swizzle must be 0, 32, 64 or 128 (bytes), got {swizzle!r}")
+    shape, _, _, natural, _ = describe_array(array)   # rejects host and foreign arrays
+    if len(shape) != 2:
+        raise ValueError(f"array must be 2-D, got {len(shape)}-D with shape {shape}")
+    dtype, _ = resolve_dtype(natural, "array's dtype")
+    if isinstance(dtype, str) or np.dtype(dtype).kind not in "iuf":
+        raise TypeError(f"array's dtype must be an integer or float type numba can add to, "
+                        f"got {dtype}")
+    dtype = np.dtype(dtype)
     require_hopper("add_one")
-    tmap = TensorMap(array, (1, 1))  # validates array (device, dtype, strides) before sizing tiles
-    if tmap.rank != 2:
-        raise ValueError(f"array must be 2-D, got {tmap.rank}-D with shape {tmap.shape}")
-    dtype = np.dtype(tmap.dtype if tmap.dtype != "bfloat16" else np.uint16)
-    if tmap.dtype == "bfloat16" or dtype.kind not in "iuf":
-        raise TypeError(f"array dtype must be a numpy integer or float type, got {tmap.dtype}")
     rows, cols = tile_shape(dtype.itemsize, swizzle)
     tmap = TensorMap(array, (rows, cols), swizzle=swizzle)
     grid = (-(-tmap.shape[1] // cols), -(-tmap.shape[0] // rows))
