@@ -9,6 +9,10 @@ integers in the array's own (numpy, outermost-first) order, like the TensorMap's
 element index of the box's first corner. Coordinates are signed int32 and may lie outside the
 tensor: loads fill the missing elements (zeros, or NaN with ``oob_fill="nan"``), stores skip them.
 
+Pitfall: the innermost coordinate (``coords[-1]``) times the element size must be a multiple of 16
+bytes (negative ones too). On the H100 any other value makes the TMA unit fault and the kernel die
+with ``CUDA_ERROR_ILLEGAL_INSTRUCTION``, which loses the CUDA context. Outer coordinates are free.
+
 The shared-memory operand is the ``cuda.shared.array`` itself (its first element): declare it
 with ``alignment=128`` (``1024`` with a 128B-swizzled map) and exactly the map's ``smem_shape``.
 
@@ -83,6 +87,7 @@ def load(dst, desc, coords, bar):
     PTX: ``cp.async.bulk.tensor.{1-5}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
     [dst], [desc, {c0, ...}], [bar];`` (sm_90; c0 is the innermost coordinate, i.e. ``coords[-1]``).
     SASS: ``UTMALDG.{1-5}D``.
+    ``coords[-1] * itemsize`` must be a multiple of 16 bytes (see the module docstring).
     Issued by: one thread. The barrier's phase must expect the box's bytes (``arrive_expect_tx``
     or ``expect_tx``), or it completes early or never. ``dst`` is 128-byte aligned shared memory
     of the map's ``smem_shape``; readers wait on ``bar`` before touching it.
@@ -95,6 +100,7 @@ def store(desc, coords, src):
 
     PTX: ``cp.async.bulk.tensor.{1-5}d.global.shared::cta.tile.bulk_group [desc, {c0, ...}], [src];``
     (sm_90). SASS: ``UTMASTG.{1-5}D``.
+    ``coords[-1] * itemsize`` must be a multiple of 16 bytes.
     Issued by: one thread, after every thread that wrote ``src`` ran ``fence.proxy_async_shared``
     and the block synchronised. Then ``commit_group`` and, before ``src`` is rewritten or the block
     exits, ``wait_group_read``.
