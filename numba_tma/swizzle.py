@@ -6,17 +6,22 @@ shared tile: chunk ``c`` (byte offset ``b``, ``c = b >> 4``) goes to ``c ^ ((b >
 ``8 * span`` bytes (256, 512, 1024), and it is computed from shared-memory *address* bits, so a
 swizzled tile must start on that boundary: declare it with ``alignment=1024`` (128B), 512 or 256.
 
+Every box row (the innermost dimension) of a swizzled copy occupies a whole span in shared memory,
+even when the box's inner dimension is narrower: rows land ``span`` bytes apart (measured on the
+H100; the mbarrier transaction count is still the dense box bytes). Without swizzle rows are dense.
+
 This generalises the seed's ``calculate_col_swizzle`` (4-byte elements, 128B, 32 columns) to
-any span and element size. The functions below are plain Python *and* numba device functions:
-the same code runs in a kernel and on numpy integer arrays. ``shared_image`` is the pure-numpy
-model of what the TMA unit writes, which tests compare against the hardware.
+any span and element size. ``byte_offset``/``index``/``col`` are plain Python *and* numba device
+functions: the same code runs in a kernel and on numpy integer arrays. ``shared_image`` is the
+pure-numpy model of what the TMA unit writes, which ``tests/gpu/test_swizzle_hw.py`` compares with
+the hardware.
 """
 
 import numpy as np
 from numba.cuda.extending import register_jitable
 
-__all__ = ["SPANS", "CHUNK_BYTES", "pattern_bytes", "byte_offset", "index", "col",
-           "shared_image", "logical_tile"]
+__all__ = ["SPANS", "CHUNK_BYTES", "pattern_bytes", "row_pitch", "shared_bytes", "byte_offset",
+           "index", "col", "physical_offsets", "shared_image", "logical_tile"]
 
 SPANS = (0, 32, 64, 128)
 # The swizzle permutes 16-byte chunks; bits 7.. of the byte offset select the permutation.
@@ -39,24 +44,34 @@ def byte_offset(logical_byte, span):
 
 
 @register_jitable
-def index(row, col, row_elems, itemsize, span):
-    """Flat element index in shared memory of logical ``(row, col)`` of a row-major box.
-
-    ``row_elems`` is the box's inner dimension (elements per row), ``itemsize`` the element size
-    in bytes, ``span`` the map's swizzle (0, 32, 64, 128). Index a 1-D view of the tile with it.
-    """
-    return byte_offset((row * row_elems + col) * itemsize, span) // itemsize
+def row_pitch(row_elems, itemsize, span):
+    """Bytes between consecutive box rows in shared memory: the span, or the dense row unswizzled."""
+    if span == 0:
+        return row_elems * itemsize
+    return span
 
 
 @register_jitable
-def col(row, col, row_elems, itemsize, span):
-    """Swizzled column of logical ``(row, col)`` when a row is exactly one span wide.
+def index(row, col, row_elems, itemsize, span):
+    """Flat element index in shared memory of logical ``(row, col)`` of a box.
 
-    With ``row_elems * itemsize == span`` (e.g. 32 float32 at 128B) the swizzle never leaves the
-    row, so ``tile[row, swizzle.col(...)]`` addresses a 2-D tile directly. Narrower rows can
-    move to a neighbouring row: use ``index`` on a flat view then.
+    ``row`` counts box rows (all outer dimensions flattened), ``row_elems`` is the box's inner
+    dimension, ``itemsize`` the element size in bytes, ``span`` the map's swizzle (0, 32, 64,
+    128). Index a 1-D view of the tile with it.
     """
-    return index(row, col, row_elems, itemsize, span) - row * row_elems
+    pitch = row_pitch(row_elems, itemsize, span)
+    return byte_offset(row * pitch + col * itemsize, span) // itemsize
+
+
+@register_jitable
+def col(row, col, itemsize, span):
+    """Swizzled column of logical ``(row, col)`` in a 2-D tile of ``span // itemsize`` columns.
+
+    A swizzled row is exactly one span in shared memory and the swizzle never leaves it, so
+    ``tile[row, swizzle.col(row, c, itemsize, span)]`` addresses a tile declared with shape
+    ``(rows, span // itemsize)`` directly.
+    """
+    return byte_offset(row * span + col * itemsize, span) // itemsize - row * (span // itemsize)
 
 
 def _check_span(span):
@@ -64,29 +79,47 @@ def _check_span(span):
         raise ValueError(f"span must be one of {SPANS} (bytes), got {span!r}")
 
 
-def shared_image(tile, span):
-    """The bytes a TMA load with this swizzle writes to shared memory for the logical ``tile``.
-
-    ``tile`` is the box's logical contents (any dtype, C order, total size a multiple of 16 bytes
-    when swizzled). Returns a ``uint8`` array of the same byte length.
-    """
+def shared_bytes(shape, itemsize, span):
+    """Bytes of shared memory a box of ``shape`` occupies (what the tile must be declared with)."""
     _check_span(span)
-    raw = np.ascontiguousarray(tile).reshape(-1).view(np.uint8)
-    if span == 0:
-        return raw.copy()
-    if raw.size % CHUNK_BYTES:
-        raise ValueError(f"a swizzled box is a whole number of {CHUNK_BYTES}-byte chunks; "
-                         f"got {raw.size} bytes")
-    chunks = raw.reshape(-1, CHUNK_BYTES)
-    logical = np.arange(chunks.shape[0])
-    physical = logical ^ ((logical >> (LINE_SHIFT - 4)) & (span // CHUNK_BYTES - 1))
-    image = np.empty_like(chunks)
-    image[physical] = chunks
-    return image.reshape(-1)
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    return rows * row_pitch(shape[-1], itemsize, span)
+
+
+def physical_offsets(shape, itemsize, span):
+    """Shared-memory byte offset of every byte of a box of ``shape`` (C order, elements of
+    ``itemsize`` bytes): an integer array of shape ``shape + (itemsize,)``."""
+    _check_span(span)
+    if span and shape[-1] * itemsize > span:
+        raise ValueError(f"the box's inner dimension is {shape[-1]} * {itemsize} bytes, wider than "
+                         f"the {span}B swizzle span")
+    if span and (shape[-1] * itemsize) % CHUNK_BYTES:
+        raise ValueError(f"a swizzled box row is whole {CHUNK_BYTES}-byte chunks; got "
+                         f"{shape[-1]} * {itemsize} bytes")
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    r = np.arange(rows).reshape(-1, 1, 1)
+    c = np.arange(shape[-1]).reshape(1, -1, 1)
+    b = np.arange(itemsize).reshape(1, 1, -1)
+    logical = r * row_pitch(shape[-1], itemsize, span) + c * itemsize + b
+    return byte_offset(logical, span).reshape(tuple(shape) + (itemsize,))
+
+
+def shared_image(tile, span, fill=0):
+    """The bytes a TMA load with this swizzle leaves in shared memory for the logical ``tile``.
+
+    ``tile`` is the box's logical contents (any dtype, C order). Returns a ``uint8`` array of
+    ``shared_bytes`` length; bytes the copy does not write (row padding) hold ``fill``.
+    """
+    tile = np.ascontiguousarray(tile)
+    offsets = physical_offsets(tile.shape, tile.itemsize, span)
+    image = np.full(shared_bytes(tile.shape, tile.itemsize, span), fill, np.uint8)
+    image[offsets.reshape(-1)] = tile.reshape(-1).view(np.uint8)
+    return image
 
 
 def logical_tile(image, shape, dtype, span):
     """Inverse of ``shared_image``: the logical box held by raw shared-memory bytes ``image``."""
-    # Each line's permutation is an XOR, hence its own inverse.
-    raw = shared_image(np.ascontiguousarray(image).view(np.uint8), span)
-    return raw.view(dtype).reshape(shape)
+    dtype = np.dtype(dtype)
+    offsets = physical_offsets(tuple(shape), dtype.itemsize, span)
+    raw = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
+    return raw[offsets.reshape(-1)].view(dtype).reshape(shape)

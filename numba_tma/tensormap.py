@@ -278,6 +278,7 @@ class TensorMapPlan:
     box: tuple[int, ...]
     smem_shape: tuple[int, ...]
     box_bytes: int
+    smem_bytes: int
     swizzle_bytes: int
     interleave_bytes: int
     l2_promotion_bytes: int
@@ -480,6 +481,8 @@ def plan_tensor_map(
         box=box,
         smem_shape=smem_shape,
         box_bytes=math.prod(smem_shape) * itemsize,
+        # Swizzled box rows each take a whole span of shared memory (measured on the H100).
+        smem_bytes=math.prod(smem_shape[:-1]) * (swizzle_bytes or smem_shape[-1] * itemsize),
         swizzle_bytes=swizzle_bytes,
         interleave_bytes=interleave_bytes,
         l2_promotion_bytes=l2_bytes,
@@ -678,8 +681,14 @@ class TensorMap:
 
     @property
     def box_bytes(self) -> int:
-        """Bytes one load writes to shared memory (the mbarrier transaction count)."""
+        """Bytes one load delivers to shared memory (the mbarrier transaction count)."""
         return self._plan.box_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        """Shared memory one box occupies: ``box_bytes``, or with a swizzle ``span`` bytes per box
+        row even when the inner dimension is narrower (declare the tile this large)."""
+        return self._plan.smem_bytes
 
     @property
     def dtype(self):

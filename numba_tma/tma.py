@@ -14,7 +14,8 @@ bytes (negative ones too). On the H100 any other value makes the TMA unit fault 
 with ``CUDA_ERROR_ILLEGAL_INSTRUCTION``, which loses the CUDA context. Outer coordinates are free.
 
 The shared-memory operand is the ``cuda.shared.array`` itself (its first element): declare it
-with ``alignment=128`` (``1024`` with a 128B-swizzled map) and exactly the map's ``smem_shape``.
+with ``alignment=128`` (the swizzle period, up to 1024, with a swizzled map) and the map's
+``smem_bytes`` (with a swizzle every box row takes a whole span, also when the box is narrower).
 
 A TMA load, issued by one thread, completing on an mbarrier::
 
@@ -139,8 +140,10 @@ def load_tile(dst, desc, coords, bar):
     """Safe composite: ``arrive_expect_tx(bar, bytes of dst)`` then ``load``; one thread issues it.
 
     The announced byte count comes from ``dst`` itself, so it cannot drift from the copy as long
-    as ``dst`` is exactly the map's ``smem_shape`` (declare it so). The barrier needs one arrival
-    per phase from this thread (``init(bar, 1)`` when it is the only arriver).
+    as ``dst`` holds exactly the box: the map's ``smem_shape``, unswizzled or with the inner box as
+    wide as the swizzle span. (A narrower swizzled box occupies ``smem_bytes`` but delivers
+    ``box_bytes``: use ``arrive_expect_tx(bar, box_bytes)`` and ``load`` for it.) The barrier
+    needs one arrival per phase from this thread (``init(bar, 1)`` when it is the only arriver).
     """
     host_call("tma.load_tile")
 

@@ -122,7 +122,7 @@ def swizzle_kernel(src, out):
         tile[swizzle.index(r, tid, 32, 4, 128)] = src[r * 32 + tid]
     cuda.syncthreads()
     for r in range(32):
-        out[r * 32 + tid] = tile[r * 32 + swizzle.col(tid, r, 32, 4, 128)]
+        out[r * 32 + tid] = tile[r * 32 + swizzle.col(tid, r, 4, 128)]
 
 
 def test_swizzle_helpers_compile_to_register_math():

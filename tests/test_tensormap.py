@@ -773,3 +773,11 @@ def test_valid_map_without_a_driver_fails_cleanly_at_the_device_check():
         RuntimeError, match="cannot encode a tensor map: no usable CUDA driver/device"
     ):
         make_map(box=(16, 32), swizzle=128)
+
+
+def test_swizzled_rows_occupy_a_whole_span():
+    # 8 rows of 16 float32 (64 B) under the 128B swizzle: 512 bytes delivered, 1024 occupied.
+    plan = plan_tensor_map((64, 64), None, np.float32, 0x10000, (8, 16), swizzle=128)
+    assert plan.box_bytes == 512 and plan.smem_bytes == 1024
+    plan = plan_tensor_map((64, 64), None, np.float32, 0x10000, (8, 16))
+    assert plan.smem_bytes == plan.box_bytes == 512
