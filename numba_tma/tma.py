@@ -9,9 +9,12 @@ integers in the array's own (numpy, outermost-first) order, like the TensorMap's
 element index of the box's first corner. Coordinates are signed int32 and may lie outside the
 tensor: loads fill the missing elements (zeros, or NaN with ``oob_fill="nan"``), stores skip them.
 
-Pitfall: the innermost coordinate (``coords[-1]``) times the element size must be a multiple of 16
-bytes (negative ones too). On the H100 any other value makes the TMA unit fault and the kernel die
-with ``CUDA_ERROR_ILLEGAL_INSTRUCTION``, which loses the CUDA context. Outer coordinates are free.
+Pitfalls, measured on the H100, where a violation makes the TMA unit fault and the kernel die with
+``CUDA_ERROR_ILLEGAL_INSTRUCTION`` (the CUDA context is lost):
+- the innermost coordinate (``coords[-1]``) times the element size must be a multiple of 16 bytes,
+  for loads and stores, negative coordinates included; outer coordinates are free;
+- a store's coordinates must all be >= 0 (a box past the end is clipped; one starting before the
+  tensor faults). Loads take negative coordinates and fill what lies outside.
 
 The shared-memory operand is the ``cuda.shared.array`` itself (its first element): declare it
 with ``alignment=128`` (the swizzle period, up to 1024, with a swizzled map) and the map's
@@ -101,7 +104,7 @@ def store(desc, coords, src):
 
     PTX: ``cp.async.bulk.tensor.{1-5}d.global.shared::cta.tile.bulk_group [desc, {c0, ...}], [src];``
     (sm_90). SASS: ``UTMASTG.{1-5}D``.
-    ``coords[-1] * itemsize`` must be a multiple of 16 bytes.
+    ``coords[-1] * itemsize`` must be a multiple of 16 bytes and every coordinate >= 0.
     Issued by: one thread, after every thread that wrote ``src`` ran ``fence.proxy_async_shared``
     and the block synchronised. Then ``commit_group`` and, before ``src`` is rewritten or the block
     exits, ``wait_group_read``.

@@ -72,6 +72,14 @@ CASES = {
     4: ((3, 5, 7, 38), (2, 2, 4, 8), [(0, 0, 0, 0), (2, 4, 5, 32), (1, -1, 2, 6)]),
     5: ((2, 3, 5, 7, 36), (1, 2, 2, 4, 8), [(0, 0, 0, 0, 0), (1, 2, 4, 5, 32), (-1, 0, 3, 6, -4)]),
 }
+# Stores clip boxes past the end, but on the H100 a negative coordinate makes a store fault.
+STORE_COORDS = {
+    1: [(0,), (516,), (988,)],
+    2: [(0, 0), (5, 80), (33, 96)],
+    3: [(0, 0, 0), (4, 17, 40), (1, 3, 8)],
+    4: [(0, 0, 0, 0), (2, 4, 5, 32), (1, 0, 2, 6)],
+    5: [(0, 0, 0, 0, 0), (1, 2, 4, 5, 32), (0, 0, 3, 6, 4)],
+}
 DTYPES = {1: np.float32, 2: np.uint8, 3: np.float16, 4: np.float64, 5: np.int32}
 
 
@@ -97,7 +105,8 @@ def test_load_oob_nan_fill(dtype):
 
 def test_load_element_strides():
     a = random_array((64, 96), np.float32)
-    box, es = (8, 32), (2, 4)
+    # Strides along the outer axis only: without interleave the driver ignores an inner stride.
+    box, es = (8, 32), (3, 1)
     for coords in [(0, 0), (7, 12), (40, 52)]:
         got = run_load(a, box, coords, element_strides=es)
         np.testing.assert_array_equal(got, box_model(a, coords, box, es))
@@ -121,9 +130,9 @@ def test_load_padded_rows():
 
 @pytest.mark.parametrize("rank", sorted(CASES))
 def test_store_every_rank(rank):
-    shape, box, coords_list = CASES[rank]
+    shape, box, _ = CASES[rank]
     dtype = DTYPES[rank]
-    for coords in coords_list:
+    for coords in STORE_COORDS[rank]:
         before = random_array(shape, dtype)
         tile = random_array(box, dtype)
         d_out = cuda.to_device(before)
