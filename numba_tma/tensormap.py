@@ -61,6 +61,8 @@ __all__ = [
     "TensorMap",
     "TensorMapPlan",
     "plan_tensor_map",
+    "describe_array",
+    "resolve_dtype",
     "BFLOAT16",
     "SUPPORTED_DTYPES",
     "TMA_MAX_RANK",
