@@ -1,0 +1,60 @@
+"""16-byte shared-memory loads and stores (``ld.shared.v4.b32`` / ``st.shared.v4.b32``).
+
+numba indexes shared arrays one element at a time and LLVM cannot prove a run-time index 16-byte
+aligned, so it never forms a 128-bit access; these do. The four 32-bit words travel through a
+``cuda.local.array(4, np.uint32)`` (or a 4-word slice of a bigger one) that LTO keeps in
+registers, as long as it is indexed with compile-time constants (unrolled loops)::
+
+    regs = cuda.local.array(4, np.uint32)
+    smem.load_v4(regs, tile, byte_offset)      # LDS.128
+    smem.store_v4(out_tile, byte_offset, regs) # STS.128
+
+``byte_offset`` is from the start of the shared array and must be a multiple of 16 (so must the
+array's address: declare it with ``alignment=16`` or more). Any dtype: the bytes are moved as-is.
+Issued by: any thread. A warp's 128-bit accesses are served 8 lanes at a time; they are free of
+bank conflicts when each group of 8 lanes touches 8 distinct 16-byte bank quads.
+"""
+
+from numba import types
+from numba.cuda.extending import overload
+
+from ._bridge import address_of, declare, host_call, require_array, require_int
+
+__all__ = ["load_v4", "store_v4"]
+
+_vp, _u32 = types.voidptr, types.uint32
+_ld = declare("smem", "numba_tma_ld_shared_v4_b32", types.void(_vp, _vp, _u32))
+_st = declare("smem", "numba_tma_st_shared_v4_b32", types.void(_vp, _u32, _vp))
+_WORDS = (types.uint32, types.int32)
+
+
+def load_v4(regs, src, byte_offset):
+    """Load 16 bytes of shared ``src`` at ``byte_offset`` into ``regs[0:4]`` (uint32 words).
+
+    PTX: ``ld.shared.v4.b32 {r0, r1, r2, r3}, [src + byte_offset];`` SASS: ``LDS.128``.
+    """
+    host_call("smem.load_v4")
+
+
+def store_v4(dst, byte_offset, regs):
+    """Store ``regs[0:4]`` (uint32 words) as 16 bytes into shared ``dst`` at ``byte_offset``.
+
+    PTX: ``st.shared.v4.b32 [dst + byte_offset], {r0, r1, r2, r3};`` SASS: ``STS.128``.
+    """
+    host_call("smem.store_v4")
+
+
+@overload(load_v4)
+def _ov_load_v4(regs, src, byte_offset):
+    require_array("smem.load_v4", "regs", regs, dtypes=_WORDS)
+    require_array("smem.load_v4", "src", src)
+    require_int("smem.load_v4", "byte_offset", byte_offset)
+    return lambda regs, src, byte_offset: _ld(address_of(regs), address_of(src), byte_offset)
+
+
+@overload(store_v4)
+def _ov_store_v4(dst, byte_offset, regs):
+    require_array("smem.store_v4", "dst", dst)
+    require_int("smem.store_v4", "byte_offset", byte_offset)
+    require_array("smem.store_v4", "regs", regs, dtypes=_WORDS)
+    return lambda dst, byte_offset, regs: _st(address_of(dst), byte_offset, address_of(regs))

@@ -1,0 +1,151 @@
+"""``transpose(src, out=None)``: the public matrix transpose, and the kernel registry the benches use.
+
+``src`` is a 2-D (M, N) or batched 3-D (B, M, N) CUDA array (numba, CuPy, or torch, including
+torch bfloat16) with 1-, 2-, 4- or 8-byte elements; the result is (N, M) or (B, N, M), C-contiguous.
+On Hopper, when both row pitches are multiples of 16 bytes (what a tensor map needs), the
+pipelined TMA kernel runs; otherwise (or on an older GPU) the fastest classic shared-memory kernel.
+"""
+
+import numpy as np
+from numba import cuda
+
+from ._device import HOPPER_CC
+from .kernels import transpose_classic, transpose_tma
+from .tensormap import describe_array
+
+__all__ = ["transpose", "transpose_kernels", "choose_kernel"]
+
+# Bytes a TMA global address and row pitch must be multiples of.
+TMA_ALIGN = 16
+ITEMSIZES = (1, 2, 4, 8)
+
+
+def _numba_view(array, argname):
+    """A numba device-array view of ``array`` (no copy), with its dtype preserved bit for bit."""
+    if isinstance(array, np.ndarray):
+        raise TypeError(f"{argname} must be a CUDA device array (numba, CuPy or torch); got a "
+                        f"host numpy.ndarray: copy it with numba.cuda.to_device first")
+    if cuda.is_cuda_array(array):
+        return cuda.as_cuda_array(array)
+    dtype = getattr(array, "dtype", None)
+    if str(dtype) == "torch.bfloat16":
+        # torch exports no __cuda_array_interface__ for bfloat16; move its bits as int16.
+        import torch
+
+        return cuda.as_cuda_array(array.view(torch.int16))
+    describe_array(array)       # raises the same clear TypeError as TensorMap for anything else
+    raise TypeError(f"{argname} must be a CUDA device array; got {type(array).__name__}")
+
+
+def _check_contiguous(view, argname):
+    expected = view.dtype.itemsize
+    for axis in range(view.ndim - 1, -1, -1):
+        if view.shape[axis] > 1 and view.strides[axis] != expected:
+            raise ValueError(f"{argname} must be C-contiguous; its strides are {view.strides} "
+                             f"bytes for shape {view.shape} (make a contiguous copy first)")
+        expected *= view.shape[axis]
+
+
+def _validate(src, out):
+    """Numba views (B, M, N) and (B, N, M) of ``src`` and ``out``, after every check."""
+    s = _numba_view(src, "src")
+    if s.ndim not in (2, 3):
+        raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {s.shape}")
+    if s.dtype.itemsize not in ITEMSIZES:
+        raise TypeError(f"src elements must be 1, 2, 4 or 8 bytes; {s.dtype} is "
+                        f"{s.dtype.itemsize}")
+    _check_contiguous(s, "src")
+    want = s.shape[:-2] + (s.shape[-1], s.shape[-2])
+    o = _numba_view(out, "out")
+    if o.shape != want:
+        raise ValueError(f"out must have shape {want} for src of shape {s.shape}; got {o.shape}")
+    if o.dtype != s.dtype:
+        raise TypeError(f"out dtype {o.dtype} differs from src dtype {s.dtype}")
+    _check_contiguous(o, "out")
+    s_ptr = s.__cuda_array_interface__["data"][0]
+    o_ptr = o.__cuda_array_interface__["data"][0]
+    nbytes = s.size * s.dtype.itemsize
+    if s.size and s_ptr < o_ptr + nbytes and o_ptr < s_ptr + nbytes:
+        raise ValueError("out overlaps src; a transpose cannot run in place")
+    if s.ndim == 2:
+        s = s.reshape(1, *s.shape)
+        o = o.reshape(1, *o.shape)
+    return s, o
+
+
+def _tma_ready(s, o):
+    """Whether both arrays admit tile-mode tensor maps on this device."""
+    if cuda.get_current_device().compute_capability < HOPPER_CC:
+        return False
+    itemsize = s.dtype.itemsize
+    _, M, N = s.shape
+    for view, inner in ((s, N), (o, M)):
+        if view.__cuda_array_interface__["data"][0] % TMA_ALIGN or (inner * itemsize) % TMA_ALIGN:
+            return False
+    return True
+
+
+def choose_kernel(src, out):
+    """Name of the kernel ``transpose`` runs for these arrays (after validating them)."""
+    s, o = _validate(src, out)
+    return transpose_tma.BEST if _tma_ready(s, o) else transpose_classic.BEST
+
+
+def _allocate_like(src, shape):
+    """An empty C-contiguous array of ``shape`` of the same library and dtype as ``src``."""
+    if hasattr(src, "new_empty"):                     # torch
+        return src.new_empty(shape)
+    module = type(src).__module__.split(".")[0]
+    if module == "cupy":
+        import cupy
+
+        return cupy.empty(shape, dtype=src.dtype)
+    return cuda.device_array(shape, dtype=_numba_view(src, "src").dtype)
+
+
+def transpose(src, out=None, *, kernel=None, stream=0):
+    """Transpose the last two axes of ``src`` into ``out`` (allocated when None) and return ``out``.
+
+    ``kernel`` forces one of ``transpose_kernels()`` by name (benchmarks, tests); by default the
+    fastest one that applies is chosen. Runs asynchronously on ``stream``.
+    """
+    if out is None:
+        shape = tuple(_numba_view(src, "src").shape)
+        if len(shape) not in (2, 3):
+            raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {shape}")
+        out = _allocate_like(src, shape[:-2] + (shape[-1], shape[-2]))
+    s, o = _validate(src, out)
+    if s.size == 0:
+        return out
+    if kernel is None:
+        name = transpose_tma.BEST if _tma_ready(s, o) else transpose_classic.BEST
+    else:
+        name = kernel
+    launcher = _LAUNCHERS.get(name)
+    if launcher is None:
+        raise ValueError(f"kernel must be one of {sorted(_LAUNCHERS)}; got {name!r}")
+    if name in transpose_tma.LADDER and not _tma_ready(s, o):
+        raise ValueError(f"kernel {name!r} needs an sm_90 GPU and rows whose byte size is a "
+                         f"multiple of {TMA_ALIGN} in src and out; src is {s.shape[1:]} of "
+                         f"{s.dtype} (use a classic kernel)")
+    launcher(s, o, stream)
+    return out
+
+
+_LAUNCHERS = {**transpose_classic.LADDER, **transpose_tma.LADDER}
+
+
+def transpose_kernels():
+    """Ordered ``{name: launcher(src, out)}`` of every transpose kernel, classic then TMA.
+
+    Each launcher validates like ``transpose`` and runs that one kernel.
+    """
+    def bind(name):
+        def launch(src, out, stream=0):
+            return transpose(src, out, kernel=name, stream=stream)
+
+        launch.__name__ = name
+        launch.__doc__ = _LAUNCHERS[name].__doc__
+        return launch
+
+    return {name: bind(name) for name in _LAUNCHERS}

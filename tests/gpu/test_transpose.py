@@ -1,0 +1,102 @@
+"""TMA transposes and the public transpose() on the GPU: every kernel, element size, odd shapes."""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpu_helpers import random_array
+from numba_tma.kernels import transpose_classic, transpose_tma
+from numba_tma.transpose import choose_kernel, transpose, transpose_kernels
+
+# TMA-legal shapes (rows of src and out a multiple of 16 bytes) that are not tile multiples.
+TMA_SHAPES = {
+    np.uint8: [(1, 1008, 784), (2, 48, 4112)],
+    np.float16: [(1, 1000, 776), (3, 40, 264)],
+    np.float32: [(1, 1000, 772), (3, 36, 4100), (1, 4096, 4096)],
+    np.float64: [(1, 1002, 770), (2, 34, 518)],
+}
+CASES = [(d, s) for d, shapes in TMA_SHAPES.items() for s in shapes]
+
+
+def run(name, a):
+    src = cuda.to_device(a)
+    out = cuda.to_device(random_array(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype))
+    transpose_kernels()[name](src, out)
+    return out.copy_to_host()
+
+
+@pytest.mark.parametrize("dtype,shape", CASES, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_tma_pipelined(dtype, shape):
+    a = random_array(shape, dtype)
+    np.testing.assert_array_equal(run("tma_pipelined", a), np.swapaxes(a, -1, -2))
+
+
+@pytest.mark.parametrize("name", ["tma_naive", "tma_swizzle128", "tma_batched"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_seed_tma_kernels(name, dtype):
+    for shape in TMA_SHAPES[np.float32]:
+        a = random_array(shape, dtype)
+        np.testing.assert_array_equal(run(name, a), np.swapaxes(a, -1, -2), err_msg=str(shape))
+
+
+@pytest.mark.parametrize("name", ["tma_naive", "tma_swizzle128", "tma_batched"])
+def test_seed_tma_kernels_refuse_other_sizes(name):
+    with pytest.raises(TypeError, match="4-byte"):
+        run(name, random_array((1, 64, 64), np.float16))
+
+
+def test_transpose_picks_tma_or_classic():
+    a = cuda.to_device(random_array((64, 96), np.float32))
+    assert choose_kernel(a, cuda.device_array((96, 64), np.float32)) == transpose_tma.BEST
+    odd = cuda.to_device(random_array((33, 45), np.float32))        # 180-byte rows: no TMA
+    assert choose_kernel(odd, cuda.device_array((45, 33), np.float32)) == transpose_classic.BEST
+
+
+@pytest.mark.parametrize("shape", [(37, 45), (1000, 772), (5, 33, 47), (2, 64, 4100)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64])
+def test_transpose_any_shape(shape, dtype):
+    a = random_array(shape, dtype)
+    got = transpose(cuda.to_device(a)).copy_to_host()
+    np.testing.assert_array_equal(got, np.swapaxes(a, -1, -2))
+
+
+def test_transpose_torch_cupy_and_bfloat16():
+    torch = pytest.importorskip("torch")
+    t = torch.randn(300, 520, device="cuda")
+    assert torch.equal(transpose(t), t.t())
+    tb = t.to(torch.bfloat16)
+    got = transpose(tb)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, tb.t())
+    cp = pytest.importorskip("cupy")
+    c = cp.asarray(random_array((3, 40, 72), np.int64))
+    assert bool((transpose(c) == cp.swapaxes(c, 1, 2)).all())
+
+
+def test_transpose_into_given_out():
+    a = random_array((130, 260), np.float32)
+    out = cuda.to_device(random_array((260, 130), np.float32))
+    assert transpose(cuda.to_device(a), out) is out
+    np.testing.assert_array_equal(out.copy_to_host(), a.T)
+
+
+def test_transpose_rejects_bad_input():
+    a = cuda.to_device(random_array((64, 32), np.float32))
+    with pytest.raises(TypeError, match="src must be a CUDA device array"):
+        transpose(np.zeros((4, 4), np.float32))
+    with pytest.raises(ValueError, match=r"out must have shape \(32, 64\)"):
+        transpose(a, cuda.device_array((64, 32), np.float32))
+    with pytest.raises(TypeError, match="out dtype float64 differs"):
+        transpose(a, cuda.device_array((32, 64), np.float64))
+    with pytest.raises(ValueError, match="src must be 2-D"):
+        transpose(cuda.device_array((2, 2, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        transpose(a[:, ::2])
+    with pytest.raises(ValueError, match="overlaps"):
+        transpose(a, a.reshape(32, 64))
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        transpose(a, kernel="nope")
+    odd = cuda.to_device(random_array((33, 45), np.float32))
+    with pytest.raises(ValueError, match="multiple of 16"):
+        transpose(odd, kernel="tma_pipelined")
+    with pytest.raises(TypeError, match="1, 2, 4 or 8 bytes"):
+        transpose(cuda.device_array((4, 4), np.complex128))

@@ -1,0 +1,477 @@
+"""CPU tests of the benches' pure parts: argument parsing, statistics, bandwidth arithmetic, tables,
+the sampled transpose check, the JSON schema, and (under the CUDA simulator) one whole run of
+benches/transpose.py on fake kernels. benches/ is not a package: its files are loaded by path."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHES = ROOT / "benches"
+
+
+def load(name, filename):
+    spec = importlib.util.spec_from_file_location(name, BENCHES / filename)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+common = load("numba_tma_benches_common", "common.py")
+bench = load("bench_transpose", "transpose.py")
+
+
+# --- importing needs no GPU stack ------------------------------------------------------------
+
+def test_import_does_not_load_numba_cuda():
+    code = textwrap.dedent(f"""
+        import importlib.util, sys
+        for name, path in (("c", {str(BENCHES / "common.py")!r}),
+                           ("t", {str(BENCHES / "transpose.py")!r})):
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        loaded = [m for m in sys.modules if m.split(".")[0] in ("numba", "torch", "cupy")]
+        assert not loaded, loaded
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+def test_parse_args_defaults():
+    a = bench.parse_args([])
+    assert a.shapes == [(32768, 32768)]
+    assert a.dtypes == ["float32"]
+    assert (a.iters, a.warmup, a.samples) == (50, 5, 64)
+    assert a.kernels is None and a.json is None and a.no_baselines is False
+    assert bench.configs_of(a) == [((32768, 32768), "float32")]
+
+
+def test_parse_args_matrix():
+    a = bench.parse_args(["--dtype", "float32,fp16,uint8,float64,fp32", "--shape", "32768",
+                          "32768", "--shape", "32767", "20001", "--iters", "7", "--warmup", "0",
+                          "--kernels", "tma_*,transpose()", "--json", "x.json",
+                          "--no-baselines", "--seed", "3"])
+    assert a.dtypes == ["float32", "float16", "uint8", "float64"]      # duplicates dropped
+    assert a.shapes == [(32768, 32768), (32767, 20001)]
+    assert (a.iters, a.warmup, a.seed, a.json, a.no_baselines) == (7, 0, 3, "x.json", True)
+    cfgs = bench.configs_of(a)
+    assert len(cfgs) == 8 and cfgs[0] == ((32768, 32768), "float32")
+    assert cfgs[4] == ((32767, 20001), "float32")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--dtype", "bfloat16"], ["--dtype", "complex64"], ["--dtype", ","],
+    ["--shape", "0", "4"], ["--shape", "4"], ["--shape", "-1", "4"],
+    ["--iters", "0"], ["--warmup", "-1"], ["--shape", "a", "4"],
+])
+def test_parse_args_rejects(argv):
+    with pytest.raises(SystemExit) as exc:
+        bench.parse_args(argv)
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("text,name", [
+    ("float32", "float32"), ("fp16", "float16"), ("U8", "uint8"), ("int8", "int8"),
+    ("double", "float64"), ("int32", "int32"), ("i64", "int64"),
+])
+def test_parse_dtype(text, name):
+    assert common.parse_dtype(text) == name
+
+
+def test_select_names():
+    names = ["v1_naive", "v2_smem", "tma_naive", "tma_swizzle128", "tma_pipelined", "transpose()"]
+    assert common.select_names(names, None) == names
+    assert common.select_names(names, "") == names
+    assert common.select_names(names, "tma_*") == ["tma_naive", "tma_swizzle128", "tma_pipelined"]
+    assert common.select_names(names, "transpose(),v1_naive") == ["v1_naive", "transpose()"]
+    assert common.select_names(names, "*naive, tma_p*") == ["v1_naive", "tma_naive",
+                                                            "tma_pipelined"]
+    with pytest.raises(ValueError, match="tma_nope"):
+        common.select_names(names, "tma_*,tma_nope")
+
+
+# --- statistics and arithmetic ------------------------------------------------------------------
+
+def test_summarize_and_median():
+    s = common.summarize([3.0, 1.0, 2.0, 10.0])
+    assert s == {"median": 2.5, "min": 1.0, "max": 10.0, "mean": 4.0,
+                 "stdev": pytest.approx(np.std([3, 1, 2, 10], ddof=1)), "n": 4}
+    assert common.median([5.0, 1.0, 3.0]) == 3.0
+    assert common.summarize([2.0])["stdev"] == 0.0
+    with pytest.raises(ValueError):
+        common.summarize([])
+
+
+def test_bandwidth_arithmetic():
+    nbytes = bench.transpose_bytes((32768, 32768), 4)
+    assert nbytes == 2 * 32768 * 32768 * 4 == 8 * 2**30
+    assert common.gbps(nbytes, 4.0) == pytest.approx(nbytes / 4e-3 / 1e9)     # 2147.5 GB/s
+    assert common.gbps(2e9, 1000.0) == pytest.approx(2.0)
+    assert common.gbps(nbytes, 0) is None and common.gbps(nbytes, -1.0) is None
+    assert common.gbps(nbytes, None) is None
+    assert common.pct_of(1500.0, 3000.0) == pytest.approx(50.0)
+    assert common.pct_of(1.0, None) is None and common.pct_of(None, 3.0) is None
+    assert common.speedup(6.0, 3.0) == pytest.approx(2.0)      # torch 6 ms, kernel 3 ms: 2x
+    assert common.speedup(None, 3.0) is None and common.speedup(6.0, 0.0) is None
+
+
+def test_time_cuda_brackets_each_run():
+    log = []
+
+    class Event:
+        count = 0
+
+        def __init__(self):
+            Event.count += 1
+            self.t = None
+
+        def record(self, stream=0):
+            self.t = len(log)
+            log.append("record")
+
+        def synchronize(self):
+            log.append("event-sync")
+
+        def elapsed_time(self, end):
+            return float(end.t - self.t)
+
+    times = common.time_cuda(lambda: log.append("run"), 4, warmup=2, event=Event,
+                             synchronize=lambda: log.append("sync"))
+    assert log[:3] == ["run", "run", "sync"]                   # warm-up, then a synchronize
+    assert log[3:15] == ["record", "run", "record"] * 4        # each timed run bracketed
+    assert log.count("run") == 6 and Event.count == 8
+    assert times == [2.0] * 4
+    with pytest.raises(ValueError):
+        common.time_cuda(lambda: None, 0, event=Event, synchronize=lambda: None)
+
+
+def test_random_array():
+    rng = np.random.default_rng(0)
+    for dtype in common.SUPPORTED_DTYPES:
+        a = common.random_array((37, 53), dtype, rng, chunk_elems=100)
+        assert a.dtype == np.dtype(dtype) and a.shape == (37, 53)
+        assert np.count_nonzero(a) > 0.9 * a.size
+        assert len(np.unique(a)) > 50
+    f = common.random_array((1000,), "float16", rng)
+    assert np.isfinite(f).all() and 0.5 < f.std() < 1.5
+
+
+# --- formatting and results ---------------------------------------------------------------------
+
+def test_format_table():
+    text = common.format_table(["kernel", "ms", "GB/s"], [["copy", "1.000", "2000.0"],
+                                                        ["tma_pipelined", "12.5", "-"]])
+    lines = text.splitlines()
+    assert lines[0] == "kernel        |    ms |   GB/s"
+    assert lines[1] == "--------------+-------+-------"
+    assert lines[2] == "copy          | 1.000 | 2000.0"
+    assert lines[3] == "tma_pipelined |  12.5 |      -"
+    with pytest.raises(ValueError):
+        common.format_table(["a", "b"], [["only one"]])
+    assert common.fmt(None) == "-" and common.fmt(float("nan")) == "-"
+    assert common.fmt(2.0, ".1f") == "2.0"
+
+
+def fake_rows(shape=(1024, 512), dtype="float32"):
+    mk = bench.make_result
+    return [
+        mk("copy", "baseline", dtype, shape, "ok", times=[1.0, 1.1, 0.9]),
+        mk("torch", "baseline", dtype, shape, "ok", times=[4.0, 4.0, 4.2]),
+        mk("cupy", "baseline", dtype, shape, "skipped", reason="cupy not importable"),
+        mk("v1_naive", "kernel", dtype, shape, "ok", times=[8.0] * 5),
+        mk("tma_pipelined", "kernel", dtype, shape, "ok", times=[1.25, 1.3, 1.2]),
+        mk("tma_naive", "kernel", dtype, shape, "failed", reason="3 of 524288 elements differ"),
+        mk("transpose()", "api", dtype, shape, "ok", times=[1.3]),
+    ]
+
+
+def test_finalize_config_derived_columns():
+    rows = fake_rows()
+    copy_gbps = bench.finalize_config(rows)
+    nbytes = 2 * 1024 * 512 * 4
+    assert copy_gbps == pytest.approx(nbytes / 1e-3 / 1e9)
+    by = {r["kernel"]: r for r in rows}
+    assert by["copy"]["pct_of_copy"] == pytest.approx(100.0)
+    assert by["torch"]["x_torch"] == pytest.approx(1.0)
+    p = by["tma_pipelined"]
+    assert (p["ms"], p["min_ms"], p["max_ms"], p["iters"]) == (1.25, 1.2, 1.3, 3)
+    assert p["GBps"] == pytest.approx(nbytes / 1.25e-3 / 1e9)
+    assert p["pct_of_copy"] == pytest.approx(80.0)
+    assert p["x_torch"] == pytest.approx(3.2)
+    assert by["v1_naive"]["x_torch"] == pytest.approx(0.5)
+    for name in ("cupy", "tma_naive"):
+        assert by[name]["ms"] is None and by[name]["GBps"] is None
+    assert all(r["copy_GBps"] == copy_gbps for r in rows)
+    assert bench.best_result(rows)["kernel"] == "tma_pipelined"   # baselines never "best"
+    assert "tma_pipelined | 1.250 |" in bench.best_line(rows)
+
+
+def test_finalize_without_copy_or_torch():
+    rows = [bench.make_result("copy", "baseline", "uint8", (8, 8), "failed", reason="x"),
+            bench.make_result("k", "kernel", "uint8", (8, 8), "ok", times=[1.0])]
+    assert bench.finalize_config(rows) is None
+    assert rows[1]["GBps"] == pytest.approx(128 / 1e-3 / 1e9)
+    assert rows[1]["pct_of_copy"] is None and rows[1]["x_torch"] is None
+    with pytest.raises(ValueError):
+        bench.make_result("k", "kernel", "uint8", (8, 8), "ok")          # ok needs times
+    with pytest.raises(ValueError):
+        bench.make_result("k", "kernel", "uint8", (8, 8), "broken")
+
+
+def test_merge_copies_keeps_the_faster():
+    rows = [bench.make_result("copy[cuMemcpyDtoDAsync]", "baseline", "float32", (4, 4), "ok",
+                              times=[2.0]),
+            bench.make_result("copy[torch copy_]", "baseline", "float32", (4, 4), "ok",
+                              times=[1.5])]
+    best = bench.merge_copies(rows)
+    assert best["kernel"] == "copy" and best["ms"] == 1.5
+    assert "cuMemcpyDtoDAsync 2.0000 ms" in best["note"] and "torch copy_ 1.5000 ms" in best["note"]
+
+
+def test_table_shows_status_and_reason():
+    rows = fake_rows()
+    bench.finalize_config(rows)
+    text = bench.format_results(rows)
+    header = [c.strip() for c in text.splitlines()[0].split(" | ")]
+    assert header == ["kernel", "ms", "GB/s", "% of copy", "x torch", "status"]
+    ok = [line for line in text.splitlines() if line.startswith("tma_pipelined ")][0]
+    assert [c.strip() for c in ok.split(" | ")] == ["tma_pipelined", "1.250", "3.4", "80.0",
+                                                     "3.20", "ok"]
+    failed = [line for line in text.splitlines() if line.startswith("tma_naive ")][0]
+    assert "FAILED: 3 of 524288 elements differ" in failed
+    assert "SKIPPED: cupy not importable" in text
+
+
+def test_json_schema(tmp_path):
+    rows_a = fake_rows()
+    rows_b = fake_rows((33, 17), "uint8")
+    configs = []
+    for rows in (rows_a, rows_b):
+        configs.append({"shape": rows[0]["shape"], "dtype": rows[0]["dtype"],
+                        "copy_GBps": bench.finalize_config(rows)})
+    args = bench.parse_args(["--shape", "1024", "512", "--shape", "33", "17",
+                             "--dtype", "float32,uint8"])
+    env = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "13.0", "compute_capability": "9.0"}
+    versions = {"numba": "0.68.1", "numba-cuda": "0.30.4", "numpy": "2.4.6", "torch": None,
+                "cupy": None}
+    report = bench.build_report(env, versions, args, configs, rows_a + rows_b, seed=1,
+                                command="benches/transpose.py")
+    path = tmp_path / "sub" / "transpose.json"
+    common.write_json(path, report)
+    doc = json.loads(path.read_text())
+    assert set(bench.REPORT_KEYS) <= set(doc)
+    assert doc["gpu"] == "NVIDIA H100 80GB HBM3" and doc["driver"] == "13.0"
+    assert doc["versions"]["numba-cuda"] == "0.30.4"
+    assert doc["shape"] == [1024, 512] and doc["dtype"] == "float32"
+    assert doc["copy_GBps"] == pytest.approx(configs[0]["copy_GBps"])
+    assert [c["dtype"] for c in doc["configs"]] == ["float32", "uint8"]
+    assert len(doc["results"]) == 14
+    for r in doc["results"]:
+        assert set(bench.RESULT_KEYS) <= set(r)
+        assert r["status"] in ("ok", "failed", "skipped")
+        assert isinstance(r["shape"], list) and len(r["shape"]) == 2
+        if r["status"] == "ok":
+            assert all(isinstance(r[k], float) for k in ("ms", "min_ms", "max_ms", "GBps"))
+            assert r["min_ms"] <= r["ms"] <= r["max_ms"]
+        else:
+            assert r["ms"] is None and r["reason"]
+    uint8_copy = [r for r in doc["results"] if r["dtype"] == "uint8" and r["kernel"] == "copy"]
+    assert uint8_copy[0]["copy_GBps"] == pytest.approx(configs[1]["copy_GBps"])
+    common.write_json(path, {"x": float("nan"), "y": np.float32(1.5), "z": (1, 2)})
+    assert json.loads(path.read_text()) == {"x": None, "y": 1.5, "z": [1, 2]}
+
+
+# --- the sampled correctness check --------------------------------------------------------------
+
+def host_fetchers(out):
+    return (lambda rows: out[rows, :]), (lambda cols: out[:, cols].T)
+
+
+def sampled(src, out, rows, cols):
+    return bench.check_sampled(src, *host_fetchers(out), rows, cols)
+
+
+@pytest.fixture
+def case():
+    rng = np.random.default_rng(7)
+    src = common.random_array((300, 170), "float32", rng)           # (M, N); out is (N, M)
+    rows = bench.sample_lines(170, 8, rng)
+    cols = bench.sample_lines(300, 8, rng)
+    return src, np.ascontiguousarray(src.T), rows, cols
+
+
+def test_sample_lines():
+    rng = np.random.default_rng(1)
+    s = bench.sample_lines(1000, 64, rng)
+    assert s[0] == 0 and s[-1] == 999 and len(s) >= 64
+    assert np.all(np.diff(s) > 0)
+    assert list(bench.sample_lines(5, 64, rng)) == [0, 1, 2, 3, 4]
+    assert list(bench.sample_lines(1, 64, rng)) == [0]
+
+
+def test_sampled_check_passes_a_correct_transpose(case):
+    src, out, rows, cols = case
+    assert sampled(src, out, rows, cols) == (0, None)
+
+
+@pytest.mark.parametrize("corner", [(0, 0), (0, -1), (-1, 0), (-1, -1)])
+def test_sampled_check_catches_a_corner(case, corner):
+    src, out, rows, cols = case
+    out[corner] += 1
+    bad, msg = sampled(src, out, rows, cols)
+    assert bad >= 1 and "differ" in msg
+
+
+def test_sampled_check_catches_an_edge(case):
+    src, out, rows, cols = case
+    out[-1, 123] = np.nan               # last row of out, any column: an edge, always sampled
+    bad, msg = sampled(src, out, rows, cols)
+    assert bad == 1 and "out[169, 123] = " in msg and "nan" in msg
+
+
+def test_sampled_check_catches_a_sampled_row(case):
+    src, out, rows, cols = case
+    r = rows[len(rows) // 2]
+    c = next(c for c in range(1, 299) if c not in set(cols))
+    out[r, c] = -out[r, c]
+    bad, msg = sampled(src, out, rows, cols)
+    assert bad == 1 and f"out[{r}, {c}]" in msg
+
+
+def test_sampled_check_catches_a_sampled_column(case):
+    src, out, rows, cols = case
+    c = cols[len(cols) // 2]
+    r = next(r for r in range(1, 169) if r not in set(rows))
+    out[r, c] = 0.0
+    bad, msg = sampled(src, out, rows, cols)
+    assert bad == 1 and f"out[{r}, {c}]" in msg
+
+
+def test_sampled_check_is_bitwise(case):
+    src, out, rows, cols = case
+    src[0, 0], out[0, 0] = 0.0, -0.0           # equal as floats, different bits
+    assert sampled(src, out, rows, cols)[0] == 1
+    src[0, 0], out[0, 0] = np.nan, np.nan      # same NaN bits: equal
+    assert sampled(src, out, rows, cols) == (0, None)
+
+
+def test_sampled_check_misses_what_it_does_not_sample(case):
+    # The sample is a sample: the full on-GPU compare is what covers the rest.
+    src, out, rows, cols = case
+    r = next(r for r in range(170) if r not in set(rows))
+    c = next(c for c in range(300) if c not in set(cols))
+    out[r, c] += 1
+    assert sampled(src, out, rows, cols) == (0, None)
+
+
+def test_sampled_check_shape_mismatch(case):
+    src, out, rows, cols = case
+    bad, msg = bench.check_sampled(src, lambda r: out[r, :-1], lambda c: out[:, c].T, rows, cols)
+    assert bad == -1 and "shape" in msg
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "float16", "float64", "int64"])
+def test_sampled_check_dtypes(dtype):
+    rng = np.random.default_rng(3)
+    src = common.random_array((40, 24), dtype, rng)
+    out = np.ascontiguousarray(src.T)
+    rows, cols = bench.sample_lines(24, 4, rng), bench.sample_lines(40, 4, rng)
+    assert sampled(src, out, rows, cols) == (0, None)
+    out.view(np.uint8)[-1, -1] ^= 1                        # one flipped bit in the last corner
+    assert sampled(src, out, rows, cols)[0] == 1
+
+
+def test_launcher_errors_skip_or_fail():
+    from numba.core.errors import TypingError
+    from numba.cuda.cudadrv.driver import CudaAPIError
+
+    assert bench._skippable(TypeError("float64 unsupported"))
+    assert bench._skippable(ValueError("rows must be 16-byte multiples"))
+    assert bench._skippable(RuntimeError("no sm_90"))
+    assert not bench._skippable(CudaAPIError(700, "illegal address"))
+    assert not bench._skippable(TypingError("bad kernel"))
+    assert not bench._skippable(KeyError("x"))
+
+
+# --- one whole run under the CUDA simulator -------------------------------------------------------
+
+SIM_SCRIPT = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("bench_transpose", sys.argv[1])
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+from numba import cuda
+
+@cuda.jit
+def naive(src, out):
+    i, j = cuda.grid(2)
+    if i < src.shape[0] and j < src.shape[1]:
+        out[j, i] = src[i, j]
+
+@cuda.jit
+def misses_last_row(src, out):
+    i, j = cuda.grid(2)
+    if i < src.shape[0] - 1 and j < src.shape[1]:
+        out[j, i] = src[i, j]
+
+def grid(src):
+    return (-(-src.shape[0] // 8), -(-src.shape[1] // 8)), (8, 8)
+
+def good(src, out):
+    naive[grid(src)](src, out)
+
+def bad(src, out):
+    misses_last_row[grid(src)](src, out)
+
+def four_bytes_only(src, out):
+    if src.dtype.itemsize != 4:
+        raise TypeError(f"4-byte elements only; got {src.dtype}")
+    good(src, out)
+
+def transpose(src, out=None):
+    good(src, out)
+    return out
+
+library = ({"v1_good": good, "v2_bad": bad, "v3_fp32": four_bytes_only}, transpose)
+sys.exit(bench.main(sys.argv[2:], library=library))
+"""
+
+
+def test_whole_run_under_simulator(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(SIM_SCRIPT)
+    out_json = tmp_path / "res.json"
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(BENCHES / "transpose.py"), "--shape", "12", "20",
+         "--dtype", "float32,uint8", "--iters", "2", "--warmup", "1", "--samples", "3",
+         "--no-baselines", "--seed", "5", "--json", str(out_json)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr        # v2_bad FAILED
+    doc = json.loads(out_json.read_text())
+    status = {(r["kernel"], r["dtype"]): r["status"] for r in doc["results"]}
+    assert status == {
+        ("copy", "float32"): "ok", ("v1_good", "float32"): "ok",
+        ("v2_bad", "float32"): "failed", ("v3_fp32", "float32"): "ok",
+        ("transpose()", "float32"): "ok",
+        ("copy", "uint8"): "ok", ("v1_good", "uint8"): "ok", ("v2_bad", "uint8"): "failed",
+        ("v3_fp32", "uint8"): "skipped", ("transpose()", "uint8"): "ok",
+    }
+    by = {(r["kernel"], r["dtype"]): r for r in doc["results"]}
+    assert "20 of 240 elements differ" in by[("v2_bad", "float32")]["reason"]
+    assert "out[0, 11]" in by[("v2_bad", "uint8")]["reason"]
+    assert "4-byte elements only" in by[("v3_fp32", "uint8")]["reason"]
+    assert by[("v1_good", "float32")]["iters"] == 2
+    assert doc["shape"] == [12, 20] and doc["dtype"] == "float32" and doc["seed"] == 5
+    assert "FAILED: 20 of 240 elements differ" in proc.stdout
+    assert "best: v1_good" in proc.stdout
