@@ -17,17 +17,17 @@ _cache = collections.OrderedDict()
 _lock = threading.Lock()
 
 
-def descriptor(array, box, swizzle=0):
+def descriptor(array, box, swizzle=0, l2_promotion=0):
     """The 16-word device array of a tile-mode tensor map over numba device ``array``."""
     cai = array.__cuda_array_interface__
     key = (cai["data"][0], tuple(cai["shape"]), cai.get("strides"), cai["typestr"],
-           tuple(box), swizzle)
+           tuple(box), swizzle, l2_promotion)
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    desc = TensorMap(array, box, swizzle=swizzle).device_array
+    desc = TensorMap(array, box, swizzle=swizzle, l2_promotion=l2_promotion).device_array
     with _lock:
         _cache[key] = desc
         while len(_cache) > CACHE_SIZE:

@@ -136,14 +136,20 @@ def tma_batched(src, out, stream=0):
 
 # -- past the seed: the pipelined, persistent kernel -----------------------------------------------
 
+# (stages, out buffers) per element size: (stages + out buffers) tiles fill <= 48 KB of static
+# shared memory; tiles are 128 rows of 128 bytes at most.
+PIPELINE = {1: (1, 2), 2: (3, 2), 4: (4, 3), 8: (8, 3)}
+# Tiles are visited in supertiles of GROUP_I x GROUP_J tiles (column-major inside), so the tiles
+# in flight at once cover a patch of the matrix: long runs of each input row *and* output row.
+GROUP = (8, 8)
+
+
 def pipelined_config(itemsize):
-    """(tile elements per side, stages) for tma_pipelined; tiles are (128 / itemsize)^2, i.e.
-    128 rows of 128 bytes at most; stages fill the 48 KB of static shared memory."""
+    """(tile elements per side, stages, out buffers) of tma_pipelined for this element size."""
     tile = LINE // itemsize
-    tile_bytes = tile * LINE
-    stages = {1: 1, 2: 3, 4: 4, 8: 8}[itemsize]
-    assert (stages + 2) * tile_bytes <= 48 * 1024
-    return tile, stages
+    stages, out_buffers = PIPELINE[itemsize]
+    assert (stages + out_buffers) * tile * LINE <= 48 * 1024 + 16
+    return tile, stages, out_buffers
 
 
 def _micro_transpose_source(itemsize):
@@ -187,94 +193,117 @@ def _micro_transpose(itemsize):
 
 
 @functools.cache
-def _pipelined_kernel(itemsize):
-    T, S = pipelined_config(itemsize)
+def _pipelined_kernel(itemsize, group_i, group_j):
+    T, S, OB = pipelined_config(itemsize)
     E = CHUNK // itemsize                 # elements per 16-byte chunk = rows per micro-tile
     TILE_BYTES = T * LINE
     TILE_WORDS = TILE_BYTES // 4
     NW = 4 * E                            # words in one thread's micro-tile
     IN_WORDS = S * TILE_WORDS             # shared array shapes must be plain constants
-    OUT_WORDS = 2 * TILE_WORDS
+    OUT_WORDS = OB * TILE_WORDS
+    PENDING = OB - 2                      # stores that may still read their tile
+    GG = group_i * group_j
+    assert group_i & (group_i - 1) == 0 and group_j & (group_j - 1) == 0
+    LOG_GI = group_i.bit_length() - 1
     micro_transpose = _micro_transpose(itemsize)
 
     @cuda.jit(device=True, inline="always")
-    def advance(cur, step, tiles_i, tiles_j):
-        # cur = (b, ti, tj) of tile t -> tile t + step, without 64-bit divisions (which compile
-        # to subroutine calls): the grid is at most a few times wider than a row of tiles.
-        cur[2] += step
-        while cur[2] >= tiles_j:
-            cur[2] -= tiles_j
+    def advance(cur, q, r, st_i, st_j):
+        # cur = (w, stj, sti, b): tile w of supertile (sti, stj) of batch b. Moving by
+        # q * GG + r tiles needs no division (64-bit divisions compile to subroutine calls);
+        # q is below a supertile row's length except for tiny matrices.
+        cur[0] += r
+        cur[1] += q
+        if cur[0] >= GG:
+            cur[0] -= GG
             cur[1] += 1
-        while cur[1] >= tiles_i:
-            cur[1] -= tiles_i
-            cur[0] += 1
+        while cur[1] >= st_j:
+            cur[1] -= st_j
+            cur[2] += 1
+        while cur[2] >= st_i:
+            cur[2] -= st_i
+            cur[3] += 1
+
+    @cuda.jit(device=True, inline="always")
+    def tile_i(cur):
+        return cur[2] * group_i + (cur[0] & (group_i - 1))
+
+    @cuda.jit(device=True, inline="always")
+    def tile_j(cur):
+        return cur[1] * group_j + (cur[0] >> LOG_GI)
+
+    @cuda.jit(device=True, inline="always")
+    def next_load(cur, batch, tiles_i, tiles_j, q, r, st_i, st_j):
+        # Move the load cursor to the next tile that exists (partial supertiles have holes).
+        while cur[3] < batch and (tile_i(cur) >= tiles_i or tile_j(cur) >= tiles_j):
+            advance(cur, q, r, st_i, st_j)
 
     @cuda.jit
-    def tma_pipelined_kernel(src_map, out_map, n_tiles, tiles_i, tiles_j):
+    def tma_pipelined_kernel(src_map, out_map, batch, tiles_i, tiles_j, st_i, st_j, q, r):
         in_tiles = cuda.shared.array(IN_WORDS, np.uint32, alignment=1024)
         out_tiles = cuda.shared.array(OUT_WORDS, np.uint32, alignment=1024)
         full = cuda.shared.array(S, np.uint64)
         wi = cuda.local.array(NW, np.uint32)
         wo = cuda.local.array(NW, np.uint32)
-        cur = cuda.local.array(3, np.int64)    # (b, ti, tj) of the tile being transposed
-        nxt = cuda.local.array(3, np.int64)    # ... and of the next tile to load
+        cur = cuda.local.array(4, np.int64)    # tile being transposed
+        nxt = cuda.local.array(4, np.int64)    # next tile to load (thread 0)
         mbarrier.init_block(full, 1)
         tid = cuda.threadIdx.x
-        step = cuda.gridDim.x
-        cur[0] = 0
-        cur[1] = 0
-        cur[2] = 0
-        advance(cur, cuda.blockIdx.x, tiles_i, tiles_j)
-        nxt[0] = cur[0]
-        nxt[1] = cur[1]
-        nxt[2] = cur[2]
-        t_next = cuda.blockIdx.x
+        for k in range(4):
+            cur[k] = 0
+        bid = cuda.blockIdx.x
+        advance(cur, bid // GG, bid % GG, st_i, st_j)
+        for k in range(4):
+            nxt[k] = cur[k]
         if tid == 0:
             for s in range(S):
-                if t_next < n_tiles:
+                next_load(nxt, batch, tiles_i, tiles_j, q, r, st_i, st_j)
+                if nxt[3] < batch:
                     mbarrier.arrive_expect_tx(full[s:], TILE_BYTES)
                     tma.load(in_tiles[s * TILE_WORDS:], src_map,
-                             (nxt[0], nxt[1] * T, nxt[2] * T), full[s:])
-                    t_next += step
-                    advance(nxt, step, tiles_i, tiles_j)
+                             (nxt[3], tile_i(nxt) * T, tile_j(nxt) * T), full[s:])
+                    advance(nxt, q, r, st_i, st_j)
         # Thread -> micro-tile (row block rb, chunk column cb) on a diagonal, so each 8-lane
         # phase of a 128-bit access touches 8 distinct bank quads in both swizzled tiles.
         rb = tid % 8
         cb = rb ^ (tid // 8)
         it = 0
-        t = cuda.blockIdx.x
-        while t < n_tiles:
-            s = it % S
-            mbarrier.wait(full[s:], (it // S) & 1)
-            base = s * TILE_BYTES
-            for k in range(E):
-                r = E * rb + k
-                smem.load_v4(wi[4 * k:], in_tiles, base + r * LINE + ((cb ^ (r & 7)) << 4))
-            micro_transpose(wi, wo)
-            obase = (it & 1) * TILE_BYTES
-            for k in range(E):
-                r = E * cb + k
-                smem.store_v4(out_tiles, obase + r * LINE + ((rb ^ (r & 7)) << 4), wo[4 * k:])
-            fence.proxy_async_shared()
-            if tid == 0:
-                tma.wait_group_read(0)    # the other out buffer's store has read its tile
-            cuda.syncthreads()
-            if tid == 0:
-                tma.store(out_map, (cur[0], cur[2] * T, cur[1] * T),
-                          out_tiles[(it & 1) * TILE_WORDS:])
-                tma.commit_group()
-                if t_next < n_tiles:      # every thread is past stage s (syncthreads above)
-                    mbarrier.arrive_expect_tx(full[s:], TILE_BYTES)
-                    tma.load(in_tiles[s * TILE_WORDS:], src_map,
-                             (nxt[0], nxt[1] * T, nxt[2] * T), full[s:])
-                    t_next += step
-                    advance(nxt, step, tiles_i, tiles_j)
-            t += step
-            it += 1
-            advance(cur, step, tiles_i, tiles_j)
+        while cur[3] < batch:
+            ti = tile_i(cur)
+            tj = tile_j(cur)
+            if ti < tiles_i and tj < tiles_j:
+                s = it % S
+                mbarrier.wait(full[s:], (it // S) & 1)
+                base = s * TILE_BYTES
+                for k in range(E):
+                    row = E * rb + k
+                    smem.load_v4(wi[4 * k:], in_tiles, base + row * LINE + ((cb ^ (row & 7)) << 4))
+                micro_transpose(wi, wo)
+                ob = it % OB
+                for k in range(E):
+                    row = E * cb + k
+                    smem.store_v4(out_tiles, ob * TILE_BYTES + row * LINE + ((rb ^ (row & 7)) << 4),
+                                  wo[4 * k:])
+                fence.proxy_async_shared()
+                if tid == 0:
+                    tma.wait_group_read(PENDING)   # the next out buffer's store has read it
+                cuda.syncthreads()
+                if tid == 0:
+                    tma.store(out_map, (cur[3], tj * T, ti * T), out_tiles[ob * TILE_WORDS:])
+                    tma.commit_group()
+                    next_load(nxt, batch, tiles_i, tiles_j, q, r, st_i, st_j)
+                    if nxt[3] < batch:            # every thread is past stage s (syncthreads)
+                        mbarrier.arrive_expect_tx(full[s:], TILE_BYTES)
+                        tma.load(in_tiles[s * TILE_WORDS:], src_map,
+                                 (nxt[3], tile_i(nxt) * T, tile_j(nxt) * T), full[s:])
+                        advance(nxt, q, r, st_i, st_j)
+                it += 1
+            advance(cur, q, r, st_i, st_j)
         if tid == 0:
             tma.wait_group(0)
 
+    # The tile walk's pieces, for tests that replay it on the host (``.py_func``).
+    tma_pipelined_kernel.tile_walk = (advance, tile_i, tile_j)
     return tma_pipelined_kernel
 
 
@@ -283,28 +312,31 @@ def _sm_count():
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
-def tma_pipelined(src, out, stream=0, blocks_per_sm=None):
+def tma_pipelined(src, out, stream=0, *, blocks_per_sm=None, group=GROUP, l2_promotion=256):
     """Past the seed: a persistent grid (a few blocks per SM walk the tiles), each block keeping
     ``stages`` TMA loads in flight on their own mbarriers, so DRAM always has work queued; 64
     threads transpose a (128/itemsize)^2 tile as 64 micro-tiles of 16x16 bytes with 16-byte shared
     loads/stores (LDS.128/STS.128) placed on a diagonal that is bank-conflict-free under the 128B
-    swizzle; two output tiles alternate so a TMA store drains while the next tile is transposed.
-    One ``syncthreads`` per tile. Works for 1-, 2-, 4- and 8-byte elements."""
+    swizzle; two or three output tiles rotate so TMA stores drain while the next tile is
+    transposed; tiles are visited in supertiles (``group``) so the tiles in flight cover long runs
+    of input and output rows. One ``syncthreads`` per tile. 1-, 2-, 4- and 8-byte elements."""
     itemsize = src.dtype.itemsize
     if itemsize not in (1, 2, 4, 8):
         raise TypeError(f"tma_pipelined handles 1, 2, 4 or 8-byte elements; src has {itemsize}")
-    T, S = pipelined_config(itemsize)
+    T, S, OB = pipelined_config(itemsize)
     B, M, N = src.shape
     box = (1, T, T)
-    src_map = descriptor(src, box, 128)
-    out_map = descriptor(out, box, 128)
+    src_map = descriptor(src, box, 128, l2_promotion)
+    out_map = descriptor(out, box, 128, l2_promotion)
     ti, tj = _tiles(M, N, T, T)
-    n_tiles = B * ti * tj
+    gi, gj = group
+    st_i, st_j = -(-ti // gi), -(-tj // gj)
     if blocks_per_sm is None:
-        smem_bytes = (S + 2) * T * LINE
-        blocks_per_sm = max(1, min(16, (227 * 1024) // (smem_bytes + 1024)))
-    grid = max(1, min(n_tiles, _sm_count() * blocks_per_sm))
-    _pipelined_kernel(itemsize)[grid, THREADS_PIPELINED, stream](src_map, out_map, n_tiles, ti, tj)
+        blocks_per_sm = max(1, min(16, (227 * 1024) // ((S + OB) * T * LINE + 1024)))
+    grid = max(1, min(B * ti * tj, _sm_count() * blocks_per_sm))
+    q, r = divmod(grid, gi * gj)
+    _pipelined_kernel(itemsize, gi, gj)[grid, THREADS_PIPELINED, stream](
+        src_map, out_map, B, ti, tj, st_i, st_j, q, r)
 
 
 LADDER = {

@@ -1,0 +1,88 @@
+"""Sweep tma_pipelined's launch parameters (supertile group, blocks per SM, L2 promotion) on the GPU.
+
+    python benches/transpose_tune.py [--shape 32768 32768] [--dtype float32] [--iters 20]
+
+Prints GB/s and % of a device-to-device copy measured in the same run, one line per setting, so the
+defaults in numba_tma/kernels/transpose_tma.py can be chosen from numbers. Each setting's output
+is checked against torch first (exact compare).
+"""
+
+import argparse
+import itertools
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", nargs=2, type=int, default=[32768, 32768])
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--groups", default="1x1,8x8,16x4,32x4,4x16,32x32")
+    ap.add_argument("--blocks", default="auto")
+    ap.add_argument("--l2", default="0,256")
+    args = ap.parse_args()
+
+    import numpy as np
+    import torch
+    from numba import cuda
+
+    from numba_tma.kernels import transpose_tma as tt
+
+    M, N = args.shape
+    dtype = np.dtype(args.dtype)
+    t = torch.randn(M, N, device="cuda").to(getattr(torch, dtype.name)) if dtype.kind == "f" \
+        else torch.randint(-100, 100, (M, N), device="cuda").to(getattr(torch, dtype.name))
+    src = cuda.as_cuda_array(t).reshape(1, M, N)
+    out_t = torch.empty(N, M, device="cuda", dtype=t.dtype)
+    out = cuda.as_cuda_array(out_t).reshape(1, N, M)
+    ref = t.t().contiguous()
+    nbytes = 2 * M * N * dtype.itemsize
+    flat_in, flat_out = cuda.as_cuda_array(t.view(-1)), cuda.as_cuda_array(out_t.view(-1))
+    copy_ms = common.median(common.time_cuda(lambda: flat_out.copy_to_device(flat_in),
+                                             args.iters, 3))
+    copy = common.gbps(nbytes, copy_ms)
+    print(f"{torch.cuda.get_device_name()} {dtype.name} {M}x{N}: copy {copy:.1f} GB/s")
+    groups = [tuple(int(v) for v in g.split("x")) for g in args.groups.split(",")]
+    blocks = [None] if args.blocks == "auto" else [int(b) for b in args.blocks.split(",")]
+    l2s = [int(v) for v in args.l2.split(",")]
+    rows = []
+    for group, bps, l2 in itertools.product(groups, blocks, l2s):
+        def run():
+            tt.tma_pipelined(src, out, group=group, blocks_per_sm=bps, l2_promotion=l2)
+        out_t.fill_(0)
+        run()
+        ok = torch.equal(out_t, ref)
+        ms = common.median(common.time_cuda(run, args.iters, 3)) if ok else float("nan")
+        g = common.gbps(nbytes, ms) if ok else float("nan")
+        rows.append([f"{group[0]}x{group[1]}", str(bps or "auto"), str(l2), "ok" if ok else "WRONG",
+                     common.fmt(ms, ".3f"), common.fmt(g, ".1f"), common.fmt(100 * g / copy, ".1f")])
+    print(common.format_table(["group", "blocks/SM", "L2 promo", "check", "ms", "GB/s", "% copy"], rows))
+    if dtype.itemsize == 4:
+        # Seed 000's batched kernel: elements per thread.
+        rows = []
+        box = (1, tt.SEED_TILE, tt.SEED_TILE)
+        maps = (tt.descriptor(src, box, 128), tt.descriptor(out, box, 128))
+        grid = (-(-N // tt.SEED_TILE), -(-M // tt.SEED_TILE), 1)
+        for batch in (2, 4, 8, 16, 32):
+            kernel = tt._swizzled_kernel(batch)
+
+            def run():
+                kernel[grid, tt.SEED_TILE * tt.SEED_TILE // batch](*maps)
+            out_t.fill_(0)
+            run()
+            ok = torch.equal(out_t, ref)
+            ms = common.median(common.time_cuda(run, args.iters, 3))
+            g = common.gbps(nbytes, ms)
+            rows.append([str(batch), "ok" if ok else "WRONG", common.fmt(ms, ".3f"),
+                         common.fmt(g, ".1f"), common.fmt(100 * g / copy, ".1f")])
+        print(common.format_table(["batch", "check", "ms", "GB/s", "% copy"], rows))
+
+
+if __name__ == "__main__":
+    main()
