@@ -49,7 +49,7 @@ def main():
     copy = common.gbps(nbytes, copy_ms)
     print(f"{torch.cuda.get_device_name()} {dtype.name} {M}x{N}: copy {copy:.1f} GB/s")
     groups = [tuple(int(v) for v in g.split("x")) for g in args.groups.split(",")]
-    blocks = [None] if args.blocks == "auto" else [int(b) for b in args.blocks.split(",")]
+    blocks = [None if b == "auto" else int(b) for b in args.blocks.split(",")]
     l2s = [int(v) for v in args.l2.split(",")]
     rows = []
     for group, bps, l2 in itertools.product(groups, blocks, l2s):
