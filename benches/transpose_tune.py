@@ -23,9 +23,12 @@ def main():
     ap.add_argument("--shape", nargs=2, type=int, default=[32768, 32768])
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--groups", default="1x1,8x8,16x4,32x4,4x16,32x32")
+    ap.add_argument("--groups", default="8x8")
     ap.add_argument("--blocks", default="auto")
-    ap.add_argument("--l2", default="0,256")
+    ap.add_argument("--l2", default="0")
+    ap.add_argument("--sub", default="auto", help="sub-tiles per tile, e.g. 1x1,2x2,4x2")
+    ap.add_argument("--stages", default="auto")
+    ap.add_argument("--seed-batches", action="store_true", help="also sweep tma_batched's batch")
     args = ap.parse_args()
 
     import numpy as np
@@ -51,19 +54,25 @@ def main():
     groups = [tuple(int(v) for v in g.split("x")) for g in args.groups.split(",")]
     blocks = [None if b == "auto" else int(b) for b in args.blocks.split(",")]
     l2s = [int(v) for v in args.l2.split(",")]
+    subs = [None if v == "auto" else tuple(int(x) for x in v.split("x")) for v in args.sub.split(",")]
+    stages = [None if v == "auto" else int(v) for v in args.stages.split(",")]
     rows = []
-    for group, bps, l2 in itertools.product(groups, blocks, l2s):
+    for sub, st, group, bps, l2 in itertools.product(subs, stages, groups, blocks, l2s):
         def run():
-            tt.tma_pipelined(src, out, group=group, blocks_per_sm=bps, l2_promotion=l2)
+            tt.tma_pipelined(src, out, group=group, blocks_per_sm=bps, l2_promotion=l2,
+                             sub_tiles=sub, stages=st)
         out_t.fill_(0)
         run()
         ok = torch.equal(out_t, ref)
         ms = common.median(common.time_cuda(run, args.iters, 3)) if ok else float("nan")
         g = common.gbps(nbytes, ms) if ok else float("nan")
-        rows.append([f"{group[0]}x{group[1]}", str(bps or "auto"), str(l2), "ok" if ok else "WRONG",
+        cfg = tt.pipelined_config(dtype.itemsize, sub, st)
+        rows.append([f"{cfg[1]}x{cfg[2]}", str(cfg[3]), f"{group[0]}x{group[1]}", str(bps or "auto"),
+                     str(l2), "ok" if ok else "WRONG",
                      common.fmt(ms, ".3f"), common.fmt(g, ".1f"), common.fmt(100 * g / copy, ".1f")])
-    print(common.format_table(["group", "blocks/SM", "L2 promo", "check", "ms", "GB/s", "% copy"], rows))
-    if dtype.itemsize == 4:
+    print(common.format_table(["sub", "stages", "group", "blocks/SM", "L2 promo", "check", "ms",
+                               "GB/s", "% copy"], rows))
+    if dtype.itemsize == 4 and args.seed_batches:
         # Seed 000's batched kernel: elements per thread.
         rows = []
         box = (1, tt.SEED_TILE, tt.SEED_TILE)

@@ -20,11 +20,12 @@ from numba.cuda.extending import overload
 
 from ._bridge import address_of, declare, host_call, require_array, require_int
 
-__all__ = ["load_v4", "store_v4"]
+__all__ = ["load_v4", "store_v4", "shared_address"]
 
 _vp, _u32 = types.voidptr, types.uint32
 _ld = declare("smem", "numba_tma_ld_shared_v4_b32", types.void(_vp, _vp, _u32))
 _st = declare("smem", "numba_tma_st_shared_v4_b32", types.void(_vp, _u32, _vp))
+_cvta = declare("smem", "numba_tma_cvta_to_shared_u32", _u32(_vp))
 _WORDS = (types.uint32, types.int32)
 
 
@@ -42,6 +43,20 @@ def store_v4(dst, byte_offset, regs):
     PTX: ``st.shared.v4.b32 [dst + byte_offset], {r0, r1, r2, r3};`` SASS: ``STS.128``.
     """
     host_call("smem.store_v4")
+
+
+def shared_address(arr):
+    """The 32-bit shared-memory address of ``arr``'s first element (``cvta.to.shared``).
+
+    For aligning inside dynamic shared memory: TMA tiles want 128 bytes, 128B-swizzled ones 1024.
+    """
+    host_call("smem.shared_address")
+
+
+@overload(shared_address)
+def _ov_shared_address(arr):
+    require_array("smem.shared_address", "arr", arr)
+    return lambda arr: _cvta(address_of(arr))
 
 
 @overload(load_v4)

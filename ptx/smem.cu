@@ -18,3 +18,7 @@ extern "C" __device__ void numba_tma_st_shared_v4_b32(void* base, u32 byte_offse
                  ::"r"(smem_u32(base) + byte_offset),
                    "r"(regs[0]), "r"(regs[1]), "r"(regs[2]), "r"(regs[3]) : "memory");
 }
+
+extern "C" __device__ u32 numba_tma_cvta_to_shared_u32(const void* p) {
+    return smem_u32(p);
+}

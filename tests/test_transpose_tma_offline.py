@@ -28,7 +28,7 @@ def test_micro_transpose_source_transposes(itemsize):
 @pytest.mark.parametrize("itemsize", ITEMSIZES)
 def test_thread_placement_is_bank_conflict_free(itemsize):
     E = 16 // itemsize
-    tile, _, _ = tt.pipelined_config(itemsize)
+    tile = tt.pipelined_config(itemsize)[0]
     for warp_phase in range(tt.THREADS_PIPELINED // 8):         # 8 lanes per 128-bit phase
         tids = range(8 * warp_phase, 8 * warp_phase + 8)
         for k in range(E):
@@ -48,13 +48,13 @@ def test_thread_placement_is_bank_conflict_free(itemsize):
 def test_pipelined_sass(itemsize):
     from numba_tma.offline import compile_kernel
 
-    kb = compile_kernel(tt._pipelined_kernel(itemsize, *tt.GROUP),
-                        "void(uint64[::1], uint64[::1]" + ", int64" * 7 + ")")
+    kb = compile_kernel(tt._pipelined_kernel(itemsize, *tt.PIPELINE[itemsize], *tt.GROUP),
+                        tt.PIPELINED_SIGNATURE)
     E = 16 // itemsize
     assert kb.count("CALL") == 0 and kb.stack_bytes == 0 and kb.local_bytes == 0
     assert kb.spill_stores == 0 and not kb.has("LDL") and not kb.has("STL")
     assert kb.opcodes()["LDS.128"] == E and kb.opcodes()["STS.128"] == E
-    assert kb.has("UTMALDG.3D") and kb.opcodes()["UTMASTG.3D"] == 1
+    assert kb.has("UTMALDG.3D") and kb.has("UTMASTG.3D")
 
 
 @pytest.mark.parametrize("tiles,batch,grid,group", [
@@ -68,7 +68,7 @@ def test_tile_walk_visits_every_tile_once(tiles, batch, grid, group):
     ti, tj = tiles
     gi, gj = group
     grid = min(grid, batch * ti * tj)
-    advance, tile_i, tile_j = (f.py_func for f in tt._pipelined_kernel(4, gi, gj).tile_walk)
+    advance, tile_i, tile_j = (f.py_func for f in tt._pipelined_kernel(4, 2, 2, 4, 2, gi, gj).tile_walk)
     st_i, st_j = -(-ti // gi), -(-tj // gj)
     q, r = divmod(grid, gi * gj)
     seen = []

@@ -136,20 +136,27 @@ def tma_batched(src, out, stream=0):
 
 # -- past the seed: the pipelined, persistent kernel -----------------------------------------------
 
-# (stages, out buffers) per element size: (stages + out buffers) tiles fill <= 48 KB of static
-# shared memory; tiles are 128 rows of 128 bytes at most.
-PIPELINE = {1: (1, 2), 2: (3, 2), 4: (4, 3), 8: (8, 3)}
+# A tile is KI x KJ sub-tiles of (128/itemsize)^2 elements (128 rows of 128 bytes at most), loaded
+# as KJ TMA boxes (one per 128-byte column strip) and stored as KI boxes. (KI, KJ, stages, out
+# buffers) per element size; the ring lives in dynamic shared memory (up to 227 KB).
+PIPELINE = {1: (1, 1, 4, 2), 2: (2, 2, 3, 2), 4: (2, 2, 4, 2), 8: (2, 2, 6, 2)}
 # Tiles are visited in supertiles of GROUP_I x GROUP_J tiles (column-major inside), so the tiles
 # in flight at once cover a patch of the matrix: long runs of each input row *and* output row.
 GROUP = (8, 8)
 
 
-def pipelined_config(itemsize):
-    """(tile elements per side, stages, out buffers) of tma_pipelined for this element size."""
-    tile = LINE // itemsize
-    stages, out_buffers = PIPELINE[itemsize]
-    assert (stages + out_buffers) * tile * LINE <= 48 * 1024 + 16
-    return tile, stages, out_buffers
+def pipelined_config(itemsize, sub_tiles=None, stages=None, out_buffers=None):
+    """(sub-tile side T, KI, KJ, stages, out buffers) of tma_pipelined for this element size."""
+    ki, kj, s, ob = PIPELINE[itemsize]
+    if sub_tiles is not None:
+        ki, kj = sub_tiles
+    return LINE // itemsize, ki, kj, stages or s, out_buffers or ob
+
+
+def _pipelined_smem(itemsize, ki, kj, stages, out_buffers):
+    """Dynamic shared memory of one block: barriers, 1 KB to align the ring, the tiles."""
+    T = LINE // itemsize
+    return 8 * stages + 1024 + (stages + out_buffers) * ki * kj * T * LINE
 
 
 def _micro_transpose_source(itemsize):
@@ -193,17 +200,18 @@ def _micro_transpose(itemsize):
 
 
 @functools.cache
-def _pipelined_kernel(itemsize, group_i, group_j):
-    T, S, OB = pipelined_config(itemsize)
+def _pipelined_kernel(itemsize, ki, kj, stages, out_buffers, group_i, group_j):
+    T = LINE // itemsize
+    S, OB = stages, out_buffers
     E = CHUNK // itemsize                 # elements per 16-byte chunk = rows per micro-tile
-    TILE_BYTES = T * LINE
-    TILE_WORDS = TILE_BYTES // 4
+    SUB_BYTES = T * LINE                  # one T x T sub-tile
+    IN_STRIP = ki * SUB_BYTES             # one loaded box: ki*T rows of one 128-byte strip
+    OUT_STRIP = kj * SUB_BYTES            # one stored box: kj*T rows
+    STAGE = ki * kj * SUB_BYTES
     NW = 4 * E                            # words in one thread's micro-tile
-    IN_WORDS = S * TILE_WORDS             # shared array shapes must be plain constants
-    OUT_WORDS = OB * TILE_WORDS
     PENDING = OB - 2                      # stores that may still read their tile
     GG = group_i * group_j
-    assert group_i & (group_i - 1) == 0 and group_j & (group_j - 1) == 0
+    assert group_i & (group_i - 1) == 0 and group_j & (group_j - 1) == 0 and OB >= 2
     LOG_GI = group_i.bit_length() - 1
     micro_transpose = _micro_transpose(itemsize)
 
@@ -233,16 +241,25 @@ def _pipelined_kernel(itemsize, group_i, group_j):
         return cur[1] * group_j + (cur[0] >> LOG_GI)
 
     @cuda.jit(device=True, inline="always")
-    def next_load(cur, batch, tiles_i, tiles_j, q, r, st_i, st_j):
-        # Move the load cursor to the next tile that exists (partial supertiles have holes).
-        while cur[3] < batch and (tile_i(cur) >= tiles_i or tile_j(cur) >= tiles_j):
-            advance(cur, q, r, st_i, st_j)
+    def issue_loads(src_map, ring, bar, cur, n_rows, n_cols):
+        # Boxes wholly right of the matrix are not loaded (nor counted); partial ones are filled.
+        y = tile_i(cur) * ki * T
+        x0 = tile_j(cur) * kj * T
+        strips = min(kj, (n_cols - x0 + T - 1) // T)
+        mbarrier.arrive_expect_tx(bar, strips * IN_STRIP)
+        for q in range(kj):
+            if q < strips:
+                tma.load(ring[q * (IN_STRIP // 4):], src_map, (cur[3], y, x0 + q * T), bar)
 
     @cuda.jit
-    def tma_pipelined_kernel(src_map, out_map, batch, tiles_i, tiles_j, st_i, st_j, q, r):
-        in_tiles = cuda.shared.array(IN_WORDS, np.uint32, alignment=1024)
-        out_tiles = cuda.shared.array(OUT_WORDS, np.uint32, alignment=1024)
-        full = cuda.shared.array(S, np.uint64)
+    def tma_pipelined_kernel(src_map, out_map, batch, n_rows, n_cols, tiles_i, tiles_j,
+                             st_i, st_j, q, r):
+        dyn64 = cuda.shared.array(0, np.uint64)
+        dyn32 = cuda.shared.array(0, np.uint32)
+        full = dyn64[:S]
+        # The ring starts at the first 1024-byte boundary after the barriers (128B swizzle).
+        first = (8 * S + 1023 - ((smem.shared_address(dyn32) + 8 * S + 1023) & 1023)) // 4
+        tiles = dyn32[first:]
         wi = cuda.local.array(NW, np.uint32)
         wo = cuda.local.array(NW, np.uint32)
         cur = cuda.local.array(4, np.int64)    # tile being transposed
@@ -257,16 +274,21 @@ def _pipelined_kernel(itemsize, group_i, group_j):
             nxt[k] = cur[k]
         if tid == 0:
             for s in range(S):
-                next_load(nxt, batch, tiles_i, tiles_j, q, r, st_i, st_j)
-                if nxt[3] < batch:
-                    mbarrier.arrive_expect_tx(full[s:], TILE_BYTES)
-                    tma.load(in_tiles[s * TILE_WORDS:], src_map,
-                             (nxt[3], tile_i(nxt) * T, tile_j(nxt) * T), full[s:])
+                while nxt[3] < batch and (tile_i(nxt) >= tiles_i or tile_j(nxt) >= tiles_j):
                     advance(nxt, q, r, st_i, st_j)
-        # Thread -> micro-tile (row block rb, chunk column cb) on a diagonal, so each 8-lane
-        # phase of a 128-bit access touches 8 distinct bank quads in both swizzled tiles.
+                if nxt[3] < batch:
+                    issue_loads(src_map, tiles[s * (STAGE // 4):], full[s:], nxt, n_rows, n_cols)
+                    advance(nxt, q, r, st_i, st_j)
+        # 64 threads per sub-tile; sub-tile (a, c) of the tile goes to sub-tile (c, a) of the
+        # output. Thread -> micro-tile (row block rb, chunk column cb) on a diagonal, so each
+        # 8-lane phase of a 128-bit access touches 8 distinct bank quads in both swizzled tiles.
+        g = tid // 64
+        a = g // kj
+        c = g % kj
         rb = tid % 8
-        cb = rb ^ (tid // 8)
+        cb = rb ^ ((tid // 8) % 8)
+        in_sub = c * IN_STRIP + a * SUB_BYTES
+        out_sub = a * OUT_STRIP + c * SUB_BYTES
         it = 0
         while cur[3] < batch:
             ti = tile_i(cur)
@@ -274,28 +296,34 @@ def _pipelined_kernel(itemsize, group_i, group_j):
             if ti < tiles_i and tj < tiles_j:
                 s = it % S
                 mbarrier.wait(full[s:], (it // S) & 1)
-                base = s * TILE_BYTES
+                base = s * STAGE + in_sub
                 for k in range(E):
                     row = E * rb + k
-                    smem.load_v4(wi[4 * k:], in_tiles, base + row * LINE + ((cb ^ (row & 7)) << 4))
+                    smem.load_v4(wi[4 * k:], tiles, base + row * LINE + ((cb ^ (row & 7)) << 4))
                 micro_transpose(wi, wo)
-                ob = it % OB
+                obase = (S + it % OB) * STAGE + out_sub
                 for k in range(E):
                     row = E * cb + k
-                    smem.store_v4(out_tiles, ob * TILE_BYTES + row * LINE + ((rb ^ (row & 7)) << 4),
-                                  wo[4 * k:])
+                    smem.store_v4(tiles, obase + row * LINE + ((rb ^ (row & 7)) << 4), wo[4 * k:])
                 fence.proxy_async_shared()
                 if tid == 0:
-                    tma.wait_group_read(PENDING)   # the next out buffer's store has read it
+                    tma.wait_group_read(PENDING)   # the next out buffer's stores have read it
                 cuda.syncthreads()
                 if tid == 0:
-                    tma.store(out_map, (cur[3], tj * T, ti * T), out_tiles[ob * TILE_WORDS:])
+                    # Out strip p holds rows ti*ki*T + p*T.. of src as kj*T rows of out.
+                    y0 = ti * ki * T
+                    strips = min(ki, (n_rows - y0 + T - 1) // T)
+                    ob = (S + it % OB) * (STAGE // 4)
+                    for p in range(ki):
+                        if p < strips:
+                            tma.store(out_map, (cur[3], tj * kj * T, y0 + p * T),
+                                      tiles[ob + p * (OUT_STRIP // 4):])
                     tma.commit_group()
-                    next_load(nxt, batch, tiles_i, tiles_j, q, r, st_i, st_j)
+                    while nxt[3] < batch and (tile_i(nxt) >= tiles_i or tile_j(nxt) >= tiles_j):
+                        advance(nxt, q, r, st_i, st_j)
                     if nxt[3] < batch:            # every thread is past stage s (syncthreads)
-                        mbarrier.arrive_expect_tx(full[s:], TILE_BYTES)
-                        tma.load(in_tiles[s * TILE_WORDS:], src_map,
-                                 (nxt[3], tile_i(nxt) * T, tile_j(nxt) * T), full[s:])
+                        issue_loads(src_map, tiles[s * (STAGE // 4):], full[s:], nxt, n_rows,
+                                    n_cols)
                         advance(nxt, q, r, st_i, st_j)
                 it += 1
             advance(cur, q, r, st_i, st_j)
@@ -307,36 +335,53 @@ def _pipelined_kernel(itemsize, group_i, group_j):
     return tma_pipelined_kernel
 
 
+PIPELINED_SIGNATURE = "void(uint64[::1], uint64[::1]" + ", int64" * 9 + ")"
+
+
+@functools.cache
+def _pipelined_ready(itemsize, ki, kj, stages, out_buffers, group_i, group_j, device_id):
+    """The kernel, compiled and allowed its dynamic shared memory on this device."""
+    from ..launch import reserve_dynamic_shared
+
+    kernel = _pipelined_kernel(itemsize, ki, kj, stages, out_buffers, group_i, group_j)
+    reserve_dynamic_shared(kernel, PIPELINED_SIGNATURE,
+                           _pipelined_smem(itemsize, ki, kj, stages, out_buffers))
+    return kernel
+
+
 @functools.cache
 def _sm_count():
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
-def tma_pipelined(src, out, stream=0, *, blocks_per_sm=None, group=GROUP, l2_promotion=256):
+def tma_pipelined(src, out, stream=0, *, blocks_per_sm=None, group=GROUP, l2_promotion=0,
+                  sub_tiles=None, stages=None, out_buffers=None):
     """Past the seed: a persistent grid (a few blocks per SM walk the tiles), each block keeping
-    ``stages`` TMA loads in flight on their own mbarriers, so DRAM always has work queued; 64
-    threads transpose a (128/itemsize)^2 tile as 64 micro-tiles of 16x16 bytes with 16-byte shared
-    loads/stores (LDS.128/STS.128) placed on a diagonal that is bank-conflict-free under the 128B
-    swizzle; two or three output tiles rotate so TMA stores drain while the next tile is
-    transposed; tiles are visited in supertiles (``group``) so the tiles in flight cover long runs
-    of input and output rows. One ``syncthreads`` per tile. 1-, 2-, 4- and 8-byte elements."""
+    ``stages`` tiles of TMA loads in flight on their own mbarriers, so DRAM always has work queued.
+    A tile is KI x KJ sub-tiles of (128/itemsize)^2 elements (64 x 64 fp32 by default, so every
+    row segment read or written is 256 bytes); 64 threads per sub-tile transpose it as 16x16-byte
+    micro-tiles with 16-byte shared loads/stores (LDS.128/STS.128) placed on a diagonal that is
+    bank-conflict-free under the 128B swizzle; output tiles rotate so TMA stores drain while the
+    next tile is transposed; tiles are visited in supertiles (``group``) so the tiles in flight
+    cover long runs of input and output rows. One ``syncthreads`` per tile; the ring lives in
+    dynamic shared memory. 1-, 2-, 4- and 8-byte elements."""
     itemsize = src.dtype.itemsize
     if itemsize not in (1, 2, 4, 8):
         raise TypeError(f"tma_pipelined handles 1, 2, 4 or 8-byte elements; src has {itemsize}")
-    T, S, OB = pipelined_config(itemsize)
+    T, ki, kj, S, OB = pipelined_config(itemsize, sub_tiles, stages, out_buffers)
     B, M, N = src.shape
-    box = (1, T, T)
-    src_map = descriptor(src, box, 128, l2_promotion)
-    out_map = descriptor(out, box, 128, l2_promotion)
-    ti, tj = _tiles(M, N, T, T)
+    src_map = descriptor(src, (1, ki * T, T), 128, l2_promotion)
+    out_map = descriptor(out, (1, kj * T, T), 128, l2_promotion)
+    ti, tj = _tiles(M, N, ki * T, kj * T)
     gi, gj = group
     st_i, st_j = -(-ti // gi), -(-tj // gj)
+    nbytes = _pipelined_smem(itemsize, ki, kj, S, OB)
     if blocks_per_sm is None:
-        blocks_per_sm = max(1, min(16, (227 * 1024) // ((S + OB) * T * LINE + 1024)))
+        blocks_per_sm = max(1, min(16, (228 * 1024) // (nbytes + 1024)))
     grid = max(1, min(B * ti * tj, _sm_count() * blocks_per_sm))
     q, r = divmod(grid, gi * gj)
-    _pipelined_kernel(itemsize, gi, gj)[grid, THREADS_PIPELINED, stream](
-        src_map, out_map, B, ti, tj, st_i, st_j, q, r)
+    kernel = _pipelined_ready(itemsize, ki, kj, S, OB, gi, gj, cuda.get_current_device().id)
+    kernel[grid, 64 * ki * kj, stream, nbytes](src_map, out_map, B, M, N, ti, tj, st_i, st_j, q, r)
 
 
 LADDER = {
