@@ -46,8 +46,8 @@ def test_seed_tma_kernels_refuse_other_sizes(name):
 
 
 def test_transpose_picks_tma_or_classic():
-    a = cuda.to_device(random_array((64, 96), np.float32))
-    assert choose_kernel(a, cuda.device_array((96, 64), np.float32)) == transpose_tma.BEST
+    a = cuda.to_device(random_array((64, 96), np.float16))
+    assert choose_kernel(a, cuda.device_array((96, 64), np.float16)) == transpose_tma.BEST
     odd = cuda.to_device(random_array((33, 45), np.float32))        # 180-byte rows: no TMA
     assert choose_kernel(odd, cuda.device_array((45, 33), np.float32)) == transpose_classic.BEST
 
