@@ -6,6 +6,7 @@ Device intrinsics (call them inside ``@cuda.jit`` kernels):
     ``numba_tma.tma``       TMA bulk tensor copies and bulk async-groups
     ``numba_tma.swizzle``   TMA swizzle index maps (device helpers and the numpy model)
     ``numba_tma.smem``      16-byte shared-memory loads and stores
+    ``numba_tma.warp``      warp-level ldmatrix/stmatrix and mma.sync (tensor cores)
 Kernels:
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
 Host side:
@@ -13,9 +14,9 @@ Host side:
     ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
 """
 
-from . import fence, mbarrier, smem, swizzle, tma
+from . import fence, mbarrier, smem, swizzle, tma, warp
 from .tensormap import TensorMap
 from .transpose import transpose
 
-__all__ = ["TensorMap", "fence", "mbarrier", "smem", "swizzle", "tma", "transpose"]
+__all__ = ["TensorMap", "fence", "mbarrier", "smem", "swizzle", "tma", "transpose", "warp"]
 __version__ = "0.1.0"
