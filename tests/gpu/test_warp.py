@@ -11,6 +11,7 @@ from numba import cuda
 
 from gpu_helpers import rng
 from numba_tma import warp
+from numba_tma.kernels.warp_gemm import KMAX, gemm_16x16
 
 STRIDE = 24              # halves per shared row: 48 bytes, 16-byte aligned, rows not contiguous
 
@@ -210,38 +211,6 @@ def test_mma_f16_random_normals():
 
 
 # ------------------------------------------------------------------------- a GEMM main loop
-
-KMAX = 64
-TILE_ELEMS = 16 * KMAX
-
-
-@cuda.jit
-def gemm_16x16(a, b, d, k):
-    """D (16x16 f32) = A (16 x k f16, row stride KMAX) @ B (k x 16 f16), k a multiple of 16."""
-    sa = cuda.shared.array(TILE_ELEMS, np.uint16, alignment=128)
-    sb = cuda.shared.array(TILE_ELEMS, np.uint16, alignment=128)
-    lane = cuda.threadIdx.x
-    for i in range(lane, TILE_ELEMS, 32):
-        sa[i] = a[i]
-        sb[i] = b[i]
-    cuda.syncwarp()
-    acc = cuda.local.array(8, np.float32)
-    for i in range(8):
-        acc[i] = 0
-    af = cuda.local.array(4, np.uint32)
-    bf = cuda.local.array(4, np.uint32)
-    m, r = lane >> 3, lane & 7
-    row, col = r + 8 * (m & 1), 8 * (m >> 1)
-    for kk in range(0, k, 16):
-        warp.ldmatrix(af, sa, (row * KMAX + kk + col) * 2, count=4)
-        warp.ldmatrix(bf, sb, ((kk + row) * 16 + col) * 2, count=4, trans=True)
-        warp.mma_m16n8k16_f32_f16(acc, af, bf, acc)
-        warp.mma_m16n8k16_f32_f16(acc[4:], af, bf[2:], acc[4:])
-    g, t = lane >> 2, lane & 3
-    for nt in range(2):
-        for i in range(4):
-            d[(g + 8 * (i >> 1)) * 16 + 8 * nt + 2 * t + (i & 1)] = acc[4 * nt + i]
-
 
 @pytest.mark.parametrize("k", [16, 48, 64])
 def test_gemm_main_loop(k):
