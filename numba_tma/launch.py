@@ -1,6 +1,5 @@
 """Launch-side helpers numba-cuda lacks: dynamic shared memory beyond the default 48 KB."""
 
-import numpy as np  # noqa: F401  (numba signatures below are strings)
 from numba import cuda
 from numba.cuda.cudadrv.driver import binding, driver
 

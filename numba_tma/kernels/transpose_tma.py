@@ -31,7 +31,7 @@ SEED_TILE = 32          # seed 000: 32 x 32 fp32 tiles
 SEED_BATCH = 8          # elements per thread in tma_batched
 LINE = 128              # bytes per tile row in tma_pipelined: one 128B-swizzle span
 CHUNK = 16              # bytes per ld/st.shared.v4
-THREADS_PIPELINED = 64  # 8 row blocks x 8 chunk columns of 16x16-byte micro-tiles
+THREADS_PIPELINED = 64  # per sub-tile: 8 row blocks x 8 chunk columns of 16x16-byte micro-tiles
 
 
 def _grid(tiles_i, tiles_j, batch):
@@ -284,7 +284,7 @@ def _pipelined_kernel(itemsize, ki, kj, stages, out_buffers, group_i, group_j):
         # 64 threads per sub-tile; sub-tile (a, c) of the tile goes to sub-tile (c, a) of the
         # output. Thread -> micro-tile (row block rb, chunk column cb) on a diagonal, so each
         # 8-lane phase of a 128-bit access touches 8 distinct bank quads in both swizzled tiles.
-        g = tid // 64
+        g = tid // THREADS_PIPELINED
         a = g // kj
         c = g % kj
         rb = tid % 8
@@ -383,7 +383,8 @@ def tma_pipelined(src, out, stream=0, *, blocks_per_sm=None, group=GROUP, l2_pro
     grid = max(1, min(B * ti * tj, _sm_count() * blocks_per_sm))
     q, r = divmod(grid, gi * gj)
     kernel = _pipelined_ready(itemsize, ki, kj, S, OB, gi, gj, cuda.get_current_device().id)
-    kernel[grid, 64 * ki * kj, stream, nbytes](src_map, out_map, B, M, N, ti, tj, st_i, st_j, q, r)
+    kernel[grid, THREADS_PIPELINED * ki * kj, stream, nbytes](
+        src_map, out_map, B, M, N, ti, tj, st_i, st_j, q, r)
 
 
 LADDER = {
