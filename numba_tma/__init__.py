@@ -2,21 +2,30 @@
 
 Device intrinsics (call them inside ``@cuda.jit`` kernels):
     ``numba_tma.mbarrier``  transaction barriers
+    ``numba_tma.cluster``   thread-block clusters: ranks, cluster barrier, DSMEM, remote mbarriers
     ``numba_tma.fence``     async-proxy fences
-    ``numba_tma.tma``       TMA bulk tensor copies and bulk async-groups
+    ``numba_tma.tma``       TMA bulk tensor copies (tile, multicast, im2col), prefetch, reductions
+    ``numba_tma.bulk``      non-tensor bulk copies, reductions, L2 prefetch
     ``numba_tma.swizzle``   TMA swizzle index maps (device helpers and the numpy model)
     ``numba_tma.smem``      16-byte shared-memory loads and stores
     ``numba_tma.warp``      warp-level ldmatrix/stmatrix and mma.sync (tensor cores)
+    ``numba_tma.tensormap_device``  tensormap.replace: edit a descriptor in memory from a kernel
 Kernels:
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
+    ``numba_tma.matmul``    alpha * a @ b + beta * out on tensor cores (TMA + mma.sync)
 Host side:
     ``numba_tma.TensorMap`` a validated CUtensorMap (tile mode) in device memory
+    ``numba_tma.Im2colTensorMap`` the same for im2col mode (NWC / NHWC / NDHWC convolutions)
+    ``numba_tma.launch``    >48 KB dynamic shared memory; thread-block cluster launches
     ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
 """
 
-from . import fence, mbarrier, smem, swizzle, tma, warp
+from . import bulk, cluster, fence, mbarrier, smem, swizzle, tensormap_device, tma, warp
 from .tensormap import TensorMap
+from .tensormap_im2col import Im2colTensorMap
+from .matmul import matmul
 from .transpose import transpose
 
-__all__ = ["TensorMap", "fence", "mbarrier", "smem", "swizzle", "tma", "transpose", "warp"]
+__all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "matmul", "mbarrier", "smem",
+           "swizzle", "tensormap_device", "tma", "transpose", "warp"]
 __version__ = "0.1.0"

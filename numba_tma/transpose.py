@@ -31,14 +31,18 @@ def _numba_view(array, argname):
     if isinstance(array, np.ndarray):
         raise TypeError(f"{argname} must be a CUDA device array (numba, CuPy or torch); got a "
                         f"host numpy.ndarray: copy it with numba.cuda.to_device first")
-    if cuda.is_cuda_array(array):
-        return cuda.as_cuda_array(array)
-    dtype = getattr(array, "dtype", None)
-    if str(dtype) == "torch.bfloat16":
-        # torch exports no __cuda_array_interface__ for bfloat16; move its bits as int16.
+    if str(getattr(array, "dtype", None)) == "torch.bfloat16":
+        # torch exports no __cuda_array_interface__ for bfloat16 (asking raises TypeError, which
+        # hasattr does not catch); move its bits as int16.
         import torch
 
-        return cuda.as_cuda_array(array.view(torch.int16))
+        describe_array(array)       # a CPU tensor gets the clear host-array TypeError
+        return cuda.as_cuda_array(array.view(torch.int16), sync=False)
+    if cuda.is_cuda_array(array):
+        # sync=False: importing must not wait for the producer's stream (torch and CuPy export
+        # theirs), or every call would block the host until the GPU drains; like any numba
+        # launch, the caller orders work across streams (``stream=``).
+        return cuda.as_cuda_array(array, sync=False)
     describe_array(array)       # raises the same clear TypeError as TensorMap for anything else
     raise TypeError(f"{argname} must be a CUDA device array; got {type(array).__name__}")
 

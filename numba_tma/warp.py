@@ -49,6 +49,7 @@ __all__ = [
     "ldmatrix", "stmatrix",
     "mma_m16n8k16_f32_f16", "mma_m16n8k16_f32_bf16", "mma_m16n8k16_f16_f16",
     "mma_m16n8k8_f32_f16", "mma_m16n8k8_f32_bf16", "mma_m16n8k32_s32_s8",
+    "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "fragment_a_m16n8k16", "unfragment_a_m16n8k16", "fragment_b_m16n8k16", "unfragment_b_m16n8k16",
     "fragment_a_m16n8k8", "unfragment_a_m16n8k8", "fragment_b_m16n8k8", "unfragment_b_m16n8k8",
     "fragment_a_m16n8k32", "unfragment_a_m16n8k32", "fragment_b_m16n8k32", "unfragment_b_m16n8k32",
@@ -88,6 +89,12 @@ _mma_1688_f32_bf16 = declare("warp", "numba_tma_mma_sync_aligned_m16n8k8_row_col
                              _mma_sig)
 _mma_16832_s32_s8 = declare("warp", "numba_tma_mma_sync_aligned_m16n8k32_row_col_s32_s8_s8_s32",
                             _mma_sig)
+
+_f32 = types.float32
+_pack = {"f16": declare("warp", "numba_tma_cvt_rn_f16x2_f32", _u32(_f32, _f32)),
+         "bf16": declare("warp", "numba_tma_cvt_rn_bf16x2_f32", _u32(_f32, _f32))}
+_unpack = {(kind, half): declare("warp", f"numba_tma_cvt_f32_{kind}_{half}", _f32(_u32))
+           for kind in ("f16", "bf16") for half in ("lo", "hi")}
 
 
 def _literal_count(fname, ty):
@@ -259,6 +266,34 @@ def mma_m16n8k32_s32_s8(d, a, b, c):
     host_call("warp.mma_m16n8k32_s32_s8")
 
 
+def pack_f16x2(lo, hi):
+    """One 32-bit word holding ``lo`` and ``hi`` (float32) rounded to f16, ``lo`` in the low half:
+    an accumulator pair (c0, c1) as the register ``stmatrix`` or an f16 ``mma`` operand takes.
+
+    PTX: ``cvt.rn.f16x2.f32 d, hi, lo;`` (sm_80). SASS: ``F2FP.F16.F32.PACK_AB``. Any thread.
+    """
+    host_call("warp.pack_f16x2")
+
+
+def pack_bf16x2(lo, hi):
+    """As :func:`pack_f16x2`, rounding to bfloat16. PTX: ``cvt.rn.bf16x2.f32 d, hi, lo;`` (sm_80).
+    SASS: ``F2FP.BF16.F32.PACK_AB``."""
+    host_call("warp.pack_bf16x2")
+
+
+def unpack_f16x2(word, high=False):
+    """The f16 in the low (``high=False``) or high half of ``word``, widened to float32 (exact).
+
+    PTX: ``mov.b32 {l, h}, word; cvt.f32.f16 f, l|h;``. ``high`` must be a compile-time constant.
+    """
+    host_call("warp.unpack_f16x2")
+
+
+def unpack_bf16x2(word, high=False):
+    """The bf16 in the low or high half of ``word`` as float32 (exact: a shift or a mask)."""
+    host_call("warp.unpack_bf16x2")
+
+
 # ------------------------------------------------------------------------------------ overloads
 
 
@@ -310,6 +345,33 @@ _mma_overload(mma_m16n8k16_f16_f16, _mma_16816_f16_f16, _WORDS)
 _mma_overload(mma_m16n8k8_f32_f16, _mma_1688_f32_f16, _F32)
 _mma_overload(mma_m16n8k8_f32_bf16, _mma_1688_f32_bf16, _F32)
 _mma_overload(mma_m16n8k32_s32_s8, _mma_16832_s32_s8, _S32)
+
+
+def _pack_overload(stub, fn):
+    @overload(stub)
+    def _ov(lo, hi):
+        for name, ty in (("lo", lo), ("hi", hi)):
+            if not isinstance(ty, (types.Float, types.Integer)):
+                raise errors.TypingError(f"warp.{stub.__name__}: {name} must be a number, got {ty}")
+        return lambda lo, hi: fn(types.float32(lo), types.float32(hi))
+
+    return _ov
+
+
+def _unpack_overload(stub, kind):
+    @overload(stub, prefer_literal=True)
+    def _ov(word, high=False):
+        require_int(f"warp.{stub.__name__}", "word", word)
+        fn = _unpack[(kind, "hi" if _literal_bool(f"warp.{stub.__name__}", "high", high) else "lo")]
+        return lambda word, high=False: fn(types.uint32(word))
+
+    return _ov
+
+
+_pack_overload(pack_f16x2, _pack["f16"])
+_pack_overload(pack_bf16x2, _pack["bf16"])
+_unpack_overload(unpack_f16x2, "f16")
+_unpack_overload(unpack_bf16x2, "bf16")
 
 
 # ------------------------------------------------------------------- numpy fragment models

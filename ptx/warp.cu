@@ -159,3 +159,37 @@ extern "C" __device__ void numba_tma_mma_sync_aligned_m16n8k32_row_col_s32_s8_s8
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
           "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
 }
+
+// ------------------------------------------------------- 16-bit pair conversions (sm_80), epilogues
+// An accumulator pair (c0, c1) becomes one f16x2/bf16x2 word for stmatrix, low half = c0; and back.
+
+extern "C" __device__ u32 numba_tma_cvt_rn_f16x2_f32(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));   // a -> upper half
+    return r;
+}
+
+extern "C" __device__ u32 numba_tma_cvt_rn_bf16x2_f32(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+extern "C" __device__ float numba_tma_cvt_f32_f16_lo(u32 w) {
+    float f;
+    asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %1;\n\tcvt.f32.f16 %0, l;}" : "=f"(f) : "r"(w));
+    return f;
+}
+
+extern "C" __device__ float numba_tma_cvt_f32_f16_hi(u32 w) {
+    float f;
+    asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %1;\n\tcvt.f32.f16 %0, h;}" : "=f"(f) : "r"(w));
+    return f;
+}
+
+// bf16 is the upper half of an f32: widening is a shift.
+extern "C" __device__ float numba_tma_cvt_f32_bf16_lo(u32 w) { return __uint_as_float(w << 16); }
+
+extern "C" __device__ float numba_tma_cvt_f32_bf16_hi(u32 w) {
+    return __uint_as_float(w & 0xffff0000u);
+}

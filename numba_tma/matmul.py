@@ -1,0 +1,242 @@
+"""``matmul(a, b, out=None)``: ``out = alpha * a @ b + beta * out`` on Hopper tensor cores.
+
+``a`` (M, K) and ``b`` (K, N) are float16 or bfloat16 CUDA arrays (numba, CuPy or torch; torch
+for bfloat16), each either row-major or column-major contiguous (a transposed view such as
+``w.T`` is fine: the kernel reads it with ``ldmatrix.trans``). ``out`` (M, N) is row-major
+float16, bfloat16 or float32; accumulation is fp32. The kernel is the TMA-fed ``mma.sync`` GEMM
+of :mod:`numba_tma.kernels.gemm_tma`; any M, N, K work (partial tiles are zero-filled on load and
+clipped on store), but TMA needs every row pitch to be a multiple of 16 bytes (8 half-precision
+or 4 float32 elements) and 16-byte-aligned base addresses.
+"""
+
+import functools
+import math
+
+import numpy as np
+from numba import cuda
+
+from ._device import require_hopper
+from .kernels import gemm_tma
+from .kernels._descriptors import descriptor
+from .transpose import _numba_view
+
+__all__ = ["matmul", "MatmulPlan", "plan_matmul"]
+
+TMA_ALIGN = 16
+_IN_KINDS = {"float16": "f16", "torch.float16": "f16", "torch.bfloat16": "bf16"}
+_OUT_KINDS = {"float16": "f16", "torch.float16": "f16", "torch.bfloat16": "bf16",
+              "float32": "f32", "torch.float32": "f32"}
+_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+def _kind(array, argname, table):
+    name = str(getattr(array, "dtype", None))
+    kind = table.get(name)
+    if kind is None:
+        allowed = sorted({k.replace("torch.", "") for k in table})
+        raise TypeError(f"{argname} must have dtype {', '.join(allowed)} (bfloat16 as a torch "
+                        f"tensor); got {name}")
+    return kind
+
+
+def _major(view, argname):
+    """(storage view, k_or_row_major): the C-contiguous array behind a 2-D row- or column-major
+    ``view``, and whether ``view`` itself is row-major."""
+    if view.ndim != 2:
+        raise ValueError(f"{argname} must be 2-D; got shape {tuple(view.shape)}")
+    item = view.dtype.itemsize
+    rows, cols = view.shape
+    s0, s1 = view.strides
+    if (s1 == item or cols <= 1) and (s0 == cols * item or rows <= 1):
+        return view, True
+    if (s0 == item or rows <= 1) and (s1 == rows * item or cols <= 1):
+        return _transposed(view), False
+    raise ValueError(f"{argname} must be row-major or column-major contiguous; its strides are "
+                     f"{view.strides} bytes for shape {view.shape} (make a contiguous copy)")
+
+
+def _transposed(view):
+    """The transpose of a 2-D numba device array as a view (numba's own ``.T`` launches a copy)."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray   # absent under the simulator
+
+    return DeviceNDArray(shape=view.shape[::-1], strides=view.strides[::-1], dtype=view.dtype,
+                         stream=view.stream, gpu_data=view.gpu_data)
+
+
+def _check_tma(storage, argname, layout):
+    ptr = storage.__cuda_array_interface__["data"][0]
+    if ptr % TMA_ALIGN:
+        raise ValueError(f"{argname}'s data address {ptr:#x} must be {TMA_ALIGN}-byte aligned "
+                         f"for TMA")
+    inner = storage.shape[-1]
+    if (inner * storage.dtype.itemsize) % TMA_ALIGN:
+        raise ValueError(f"{argname} is {layout}: its contiguous dimension ({inner} elements of "
+                         f"{storage.dtype.itemsize} bytes = {inner * storage.dtype.itemsize} "
+                         f"bytes) must be a multiple of {TMA_ALIGN} bytes for TMA; pad it")
+
+
+def _span(view):
+    ptr = view.__cuda_array_interface__["data"][0]
+    return ptr, ptr + view.size * view.dtype.itemsize
+
+
+class MatmulPlan:
+    """What ``matmul`` runs for these operands: the numba storage views, the layouts and the
+    kernel variant. Built by :func:`plan_matmul` after every check."""
+
+    def __init__(self, a, b, out, a_kmajor, b_kmajor, in_kind, out_kind, m, n, k, config):
+        self.a, self.b, self.out = a, b, out
+        self.a_kmajor, self.b_kmajor = a_kmajor, b_kmajor
+        self.in_kind, self.out_kind = in_kind, out_kind
+        self.m, self.n, self.k = m, n, k
+        self.config = config
+
+    def __repr__(self):
+        return (f"MatmulPlan(M={self.m}, N={self.n}, K={self.k}, a={'MxK' if self.a_kmajor else 'KxM'}, "
+                f"b={'NxK' if self.b_kmajor else 'KxN'}, {self.in_kind}->{self.out_kind}, {self.config})")
+
+
+def plan_matmul(a, b, out, config=None):
+    """Validate ``a``, ``b``, ``out`` (all required) and return the :class:`MatmulPlan`."""
+    in_kind = _kind(a, "a", _IN_KINDS)
+    if _kind(b, "b", _IN_KINDS) != in_kind:
+        raise TypeError(f"a and b must have the same dtype; got {a.dtype} and {b.dtype}")
+    out_kind = _kind(out, "out", _OUT_KINDS)
+    va, vb, vo = _numba_view(a, "a"), _numba_view(b, "b"), _numba_view(out, "out")
+    sa, a_row = _major(va, "a")
+    sb, b_row = _major(vb, "b")
+    m, k = va.shape
+    if vb.shape[0] != k:
+        raise ValueError(f"a is {m} x {k} but b is {vb.shape[0]} x {vb.shape[1]}: b must have "
+                         f"{k} rows")
+    n = vb.shape[1]
+    if tuple(vo.shape) != (m, n):
+        raise ValueError(f"out must have shape ({m}, {n}) for a {tuple(va.shape)} @ b "
+                         f"{tuple(vb.shape)}; got {tuple(vo.shape)}")
+    so, o_row = _major(vo, "out")
+    if not o_row and m > 1 and n > 1:
+        raise ValueError("out must be row-major (C-contiguous); got a column-major array")
+    config = config or choose_config(m, n, k)
+    if m and n and k:
+        _check_tma(sa, "a", "M x K row-major" if a_row else "column-major (stored K x M)")
+        _check_tma(sb, "b", "N-contiguous (K x N row-major)" if b_row else
+                   "column-major (stored N x K)")
+    if m and n:
+        _check_tma(so, "out", "row-major")
+    lo, hi = _span(vo)
+    for name, v in (("a", va), ("b", vb)):
+        vlo, vhi = _span(v)
+        if v.size and vo.size and vlo < hi and lo < vhi:
+            raise ValueError(f"out overlaps {name}; matmul cannot run in place")
+    # A row-major A is K-major; a row-major B (K x N) is N-major.
+    return MatmulPlan(sa, sb, so, a_row, not b_row, in_kind, out_kind, m, n, k, config)
+
+
+def choose_config(m, n, k):
+    """The block tile for an M x N problem: 128 x 256 (8 warps, 4 stages) fills the H100's 132 SMs
+    from about 4096 x 1024 up; smaller outputs take 128 x 128 tiles so more blocks run."""
+    big = gemm_tma.DEFAULT_CONFIG
+    if math.ceil(m / big.bm) * math.ceil(n / big.bn) >= _sm_count():
+        return big
+    return gemm_tma.GemmConfig(128, 128, 4)
+
+
+@functools.cache
+def _sm_count():
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
+@functools.cache
+def _ready(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta, device_id):
+    from .launch import reserve_dynamic_shared
+
+    kernel = gemm_tma.gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
+    nbytes = gemm_tma.smem_bytes(gemm_tma.GemmConfig(*cfg_key), 4 if out_kind == "f32" else 2)
+    reserve_dynamic_shared(kernel, gemm_tma.SIGNATURE, nbytes)
+    return kernel, nbytes
+
+
+@functools.cache
+def _placeholder(device_id):
+    # K = 0: nothing is loaded, but the kernel still takes operand maps.
+    return cuda.to_device(np.zeros((gemm_tma.WARP_TILE, gemm_tma.BK), np.uint16))
+
+
+def launch(plan, alpha=1.0, beta=0.0, stream=0):
+    """Run the planned GEMM on ``stream`` (asynchronous)."""
+    cfg = plan.config
+    if plan.m == 0 or plan.n == 0:
+        return
+    has_beta = beta != 0
+    dev = cuda.get_current_device().id
+    kernel, nbytes = _ready(cfg.key(), plan.a_kmajor, plan.b_kmajor, plan.in_kind,
+                            plan.out_kind, has_beta, dev)
+    w = gemm_tma.WARP_TILE
+    if plan.k:
+        a_map = descriptor(plan.a, (cfg.bm, w) if plan.a_kmajor else (w, w), 128)
+        # In a cluster each CTA loads (and multicasts) 1/cluster_m of the B slice.
+        b_map = descriptor(plan.b, (cfg.bn // cfg.cluster_m, w) if plan.b_kmajor else (w, w), 128)
+    else:
+        a_map = b_map = descriptor(_placeholder(dev), (w, w), 128)
+    c_map = descriptor(plan.out, (w, w) if plan.out_kind != "f32" else (w, w // 2), 128)
+    tiles_m, tiles_n = math.ceil(plan.m / cfg.bm), math.ceil(plan.n / cfg.bn)
+    threads = cfg.threads
+    grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
+    args = (a_map, b_map, c_map, plan.m, plan.n, plan.k, tiles_m, tiles_n, np.float32(alpha),
+            np.float32(beta))
+    if cfg.cluster_m == 1:
+        kernel[grid, threads, stream, nbytes](*args)
+    else:
+        from .launch import launch_cluster      # the driver bindings (absent under the simulator)
+
+        launch_cluster(kernel, grid, threads, (cfg.cluster_m, 1, 1), args, stream=stream,
+                       shared_mem=nbytes)
+
+
+def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, stream=0):
+    """``out = alpha * (a @ b) + beta * out`` with fp32 accumulation; returns ``out``.
+
+    ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
+    row-major float16/bfloat16/float32; allocated (like ``a``, dtype ``out_dtype`` or ``a``'s) when
+    None, in which case ``beta`` must be 0. ``config`` forces a :class:`GemmConfig`. Needs an
+    sm_90 GPU. Runs asynchronously on ``stream``.
+    """
+    require_hopper("matmul")
+    if out is None:
+        if beta != 0:
+            raise ValueError("beta must be 0 when out is None (there is no C to scale)")
+        in_kind = _kind(a, "a", _IN_KINDS)
+        kind = in_kind if out_dtype is None else _OUT_KINDS.get(_dtype_name(out_dtype))
+        if kind is None:
+            raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
+        shape = (_numba_view(a, "a").shape[0], _numba_view(b, "b").shape[1])
+        out = _allocate(a, shape, kind)
+    elif out_dtype is not None:
+        raise ValueError("give out or out_dtype, not both")
+    plan = plan_matmul(a, b, out, config)
+    launch(plan, alpha, beta, stream)
+    return out
+
+
+def _dtype_name(spec):
+    if str(spec).startswith("torch."):
+        return str(spec)
+    try:
+        return np.dtype(spec).name
+    except TypeError:
+        return str(spec)
+
+
+def _allocate(like, shape, kind):
+    if hasattr(like, "new_empty"):                      # torch
+        import torch
+
+        return like.new_empty(shape, dtype=getattr(torch, _TORCH_DTYPES[kind]))
+    if kind == "bf16":
+        raise TypeError("out_dtype bfloat16 needs torch tensors (numba and CuPy have no bfloat16)")
+    dtype = np.float16 if kind == "f16" else np.float32
+    if type(like).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy.empty(shape, dtype=dtype)
+    return cuda.device_array(shape, dtype=dtype)

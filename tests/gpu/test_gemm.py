@@ -1,0 +1,228 @@
+"""The TMA-fed mma.sync GEMM and ``matmul`` on the GPU: every operand layout, output dtype and
+alpha/beta path, at tile multiples and odd shapes, against numpy.
+
+Small-integer inputs make the products and their fp32 sums exact, so those results compare
+exactly (the 16-bit outputs after the same round-to-nearest); random-normal inputs check the
+ordinary case within fp32-accumulation bounds.
+"""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from numba_tma import matmul, warp
+from numba_tma.kernels.gemm_tma import GemmConfig
+from numba_tma.matmul import plan_matmul
+
+rng = np.random.default_rng()
+
+SHAPES = [(128, 256, 64), (256, 512, 192), (1001, 1000, 1000), (8, 8, 8), (200, 72, 8),
+          (64, 520, 4104), (1, 16, 24)]
+
+
+def small_ints(shape):
+    return rng.integers(-4, 5, size=shape).astype(np.float16)
+
+
+def layout(x, order):
+    """A device array holding ``x`` row-major ("C") or column-major ("F")."""
+    d = cuda.to_device(np.ascontiguousarray(x) if order == "C" else np.asfortranarray(x))
+    if order == "F" and min(x.shape) > 1:
+        assert d.is_f_contiguous() and not d.is_c_contiguous()
+    return d
+
+
+def poisoned(shape, dtype):
+    return cuda.to_device(np.full(shape, np.nan, dtype))
+
+
+def exact_reference(a, b):
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+def test_f16_exact_every_layout(shape, orders):
+    m, n, k = shape
+    if orders[0] == "F" and m % 8 or orders[1] == "F" and k % 8 or orders[1] == "C" and n % 8:
+        pytest.skip("that layout's contiguous dimension is not a multiple of 16 bytes")
+    a, b = small_ints((m, k)), small_ints((k, n))
+    ref = exact_reference(a, b)
+    for out_dtype in (np.float32, np.float16):
+        out = poisoned((m, n), out_dtype)
+        matmul(layout(a, orders[0]), layout(b, orders[1]), out)
+        np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+
+
+@pytest.mark.parametrize("cfg", [GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
+                                 GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
+                                 GemmConfig(128, 256, 4, cluster_m=2),
+                                 GemmConfig(128, 128, 2, group_m=3, cluster_m=2)],
+                         ids=repr)
+def test_configs_exact(cfg):
+    m, n, k = 333, 392, 520
+    a, b = small_ints((m, k)), small_ints((k, n))
+    out = poisoned((m, n), np.float32)
+    matmul(cuda.to_device(a), cuda.to_device(b), out, config=cfg)
+    np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b))
+
+
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+def test_cluster_multicast_every_layout(orders):
+    # 5 tile rows: the last cluster's second CTA lies wholly past M (loads zeros, stores nothing)
+    m, n, k = 520, 776, 392
+    a, b = small_ints((m, k)), small_ints((k, n))
+    out = poisoned((m, n), np.float16)
+    matmul(layout(a, orders[0]), layout(b, orders[1]), out, config=GemmConfig(128, 256, 4,
+                                                                              cluster_m=2))
+    np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b).astype(np.float16))
+
+
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
+def test_alpha_beta_exact(out_dtype):
+    m, n, k = 300, 264, 136
+    a, b = small_ints((m, k)), small_ints((k, n))
+    c = small_ints((m, n)).astype(out_dtype)
+    out = cuda.to_device(c)
+    matmul(cuda.to_device(a), cuda.to_device(b), out, alpha=0.5, beta=-2.0)
+    ref = 0.5 * exact_reference(a, b) - 2.0 * c.astype(np.float64)
+    np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+
+
+def test_k_zero_scales_out():
+    m, n = 40, 48
+    c = small_ints((m, n)).astype(np.float32)
+    out = cuda.to_device(c)
+    matmul(cuda.to_device(np.zeros((m, 0), np.float16)), cuda.to_device(np.zeros((0, n), np.float16)),
+           out, beta=3.0)
+    np.testing.assert_array_equal(out.copy_to_host(), 3.0 * c)
+    out = poisoned((m, n), np.float32)
+    matmul(cuda.to_device(np.zeros((m, 0), np.float16)), cuda.to_device(np.zeros((0, n), np.float16)),
+           out)
+    np.testing.assert_array_equal(out.copy_to_host(), np.zeros((m, n), np.float32))
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1000, 1032, 4000), (4096, 4096, 4096)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_f16_random_within_fp32_bounds(shape):
+    m, n, k = shape
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    out = poisoned((m, n), np.float32)
+    matmul(cuda.to_device(a), cuda.to_device(b), out)
+    got = out.copy_to_host().astype(np.float64)
+    ref = exact_reference(a, b)
+    # fp32 accumulation of k products: |err| <= k * 2^-24 * sum|a||b| (a loose, safe bound).
+    bound = k * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert np.all(np.abs(got - ref) <= bound + 1e-6)
+
+
+def _torch():
+    try:
+        import torch as t
+    except ImportError:
+        pytest.skip("torch is not installed")
+    return t
+
+
+@pytest.mark.parametrize("out_kind", ["bfloat16", "float32"])
+@pytest.mark.parametrize("orders", ["CC", "FF"])
+def test_bf16_torch_exact(out_kind, orders):
+    t = _torch()
+    m, n, k = 520, 392, 264
+    a = rng.integers(-4, 5, size=(m, k)).astype(np.float32)
+    b = rng.integers(-4, 5, size=(k, n)).astype(np.float32)
+    ta = t.tensor(a, dtype=t.bfloat16, device="cuda")
+    tb = t.tensor(b, dtype=t.bfloat16, device="cuda")
+    if orders[0] == "F":
+        ta = ta.t().contiguous().t()
+    if orders[1] == "F":
+        tb = tb.t().contiguous().t()
+    out = t.full((m, n), float("nan"), dtype=getattr(t, out_kind), device="cuda")
+    matmul(ta, tb, out)
+    ref = exact_reference(a, b).astype(np.float32)
+    got = out.float().cpu().numpy()
+    if out_kind == "bfloat16":
+        ref = warp.bf16_to_float32(warp.bf16_bits(ref))
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_torch_f16_allocates_out():
+    t = _torch()
+    with pytest.raises(TypeError, match="same dtype"):
+        matmul(t.ones(8, 8, dtype=t.float16, device="cuda"),
+               t.ones(8, 8, dtype=t.bfloat16, device="cuda"))
+    a = t.randn(300, 200, dtype=t.float16, device="cuda")
+    b = t.randn(200, 136, dtype=t.float16, device="cuda")
+    out = matmul(a, b, out_dtype=t.float32)
+    assert out.dtype == t.float32 and tuple(out.shape) == (300, 136)
+    ref = (a.double() @ b.double())
+    assert t.allclose(out.double(), ref, rtol=0, atol=1e-3)
+
+
+def test_cupy_f16():
+    cp = pytest.importorskip("cupy")
+    a = cp.asarray(small_ints((264, 128)))
+    b = cp.asarray(small_ints((128, 72)))
+    out = matmul(a, b)
+    assert isinstance(out, cp.ndarray) and out.dtype == cp.float16
+    np.testing.assert_array_equal(cp.asnumpy(out),
+                                  exact_reference(cp.asnumpy(a), cp.asnumpy(b)).astype(np.float16))
+
+
+# ------------------------------------------------------------------------------- bad input
+
+
+def dev(shape, dtype=np.float16):
+    return cuda.to_device(np.ones(shape, dtype))
+
+
+F16, F32 = np.float16, np.float32
+
+
+@pytest.mark.parametrize("specs, exc, match", [
+    ((((8, 8), F32), ((8, 8), F16), ((8, 8), F32)), TypeError, "a must have"),
+    ((((8, 8), F16), ((8, 8), F32), ((8, 8), F32)), TypeError, "b must have"),
+    ((((8, 8), F16), ((16, 8), F16), ((8, 8), F32)), ValueError, "b must have 8 rows"),
+    ((((8, 8), F16), ((8, 16), F16), ((8, 8), F32)), ValueError, "out must have shape"),
+    ((((8, 8), F16), ((8, 8), F16), ((8, 8), np.int32)), TypeError, "out must have dtype"),
+    ((((8, 12), F16), ((12, 8), F16), ((8, 8), F32)), ValueError, "a is M x K row-major"),
+    ((((8, 8), F16), ((8, 12), F16), ((8, 12), F32)), ValueError, "b is N-contiguous"),
+    ((((8, 8), F16), ((8, 8), F16), ((8, 8, 1), F32)), ValueError, "out must have shape"),
+    ((((8, 8, 2), F16), ((8, 8), F16), ((8, 8), F32)), ValueError, "a must be 2-D"),
+    ((None, ((8, 8), F16), ((8, 8), F32)), TypeError, "host"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_bad_input(specs, exc, match):
+    # Arrays are made here, not at collection (no GPU there).
+    args = [np.ones((8, 8), F16) if spec is None else dev(*spec) for spec in specs]
+    with pytest.raises(exc, match=match):
+        matmul(*args)
+
+
+def test_bad_strides_and_overlap():
+    a = dev((16, 32))
+    with pytest.raises(ValueError, match="a must be row-major or column-major"):
+        matmul(a[:, ::2], dev((16, 8)), dev((16, 8), np.float32))
+    sq = dev((16, 16))
+    with pytest.raises(ValueError, match="out overlaps a"):
+        matmul(sq, dev((16, 16)), sq)
+    with pytest.raises(ValueError, match="beta must be 0"):
+        matmul(dev((8, 8)), dev((8, 8)), beta=1.0)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        matmul(_misaligned(), dev((8, 8)), dev((17, 8), np.float32))
+
+
+def _misaligned():
+    # A row-major 17 x 8 view starting 2 bytes into an allocation.
+    flat = cuda.to_device(np.ones(17 * 8 + 8, np.float16))
+    return flat[1:1 + 17 * 8].reshape(17, 8)
+
+
+def test_plan_layouts():
+    a = dev((64, 32))
+    b = dev((32, 48))
+    plan = plan_matmul(a, b, dev((64, 48), np.float32))
+    assert plan.a_kmajor and not plan.b_kmajor and plan.out_kind == "f32"
+    plan = plan_matmul(cuda.to_device(np.ones((64, 32), np.float16, order="F")),
+                       cuda.to_device(np.ones((32, 48), np.float16, order="F")), dev((64, 48)))
+    assert not plan.a_kmajor and plan.b_kmajor and plan.out_kind == "f16"
