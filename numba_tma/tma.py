@@ -362,16 +362,26 @@ def _ov_load_multicast(dst, desc, coords, bar, cta_mask):
 REDUCE_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")
 #: The map element types each reduction takes (the ISA's table in "cp.reduce.async.bulk.tensor"),
 #: by ``CUtensorMapDataType`` name. Any other pairing is undefined behaviour on the GPU.
+#: and/or/xor: the ISA lists .b32/.b64, but on the H100 (sm_90a, driver 580) an INT64 map faults
+#: with CUDA_ERROR_ILLEGAL_INSTRUCTION while UINT64 works (measured), so 64-bit bitwise
+#: reductions take UINT64 maps only: reinterpret int64 data with ``TensorMap(a, box,
+#: dtype="uint64")`` (the bits, hence the result, are the same).
 REDUCE_MAP_TYPES = {
     "add": ("UINT32", "INT32", "UINT64", "FLOAT32", "FLOAT16", "BFLOAT16"),
     "min": ("UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "BFLOAT16"),
     "max": ("UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "BFLOAT16"),
     "inc": ("UINT32",),
     "dec": ("UINT32",),
-    "and": ("UINT32", "INT32", "UINT64", "INT64"),
-    "or": ("UINT32", "INT32", "UINT64", "INT64"),
-    "xor": ("UINT32", "INT32", "UINT64", "INT64"),
+    "and": ("UINT32", "INT32", "UINT64"),
+    "or": ("UINT32", "INT32", "UINT64"),
+    "xor": ("UINT32", "INT32", "UINT64"),
 }
+#: Why a pairing the ISA table seems to allow is refused (op, map type) -> hint.
+_REDUCE_REFUSED_HINTS = {
+    (op, "INT64"): "64-bit bitwise reductions fault on an INT64 map (CUDA_ERROR_ILLEGAL_"
+                   "INSTRUCTION on sm_90); use a uint64 tile and TensorMap(a, box, "
+                   "dtype='uint64') over the int64 data: the bits are the same"
+    for op in ("and", "or", "xor")}
 # The shared tile's dtype must be one the map's element type can be; 16-bit integer tiles carry
 # float16/bfloat16 bits (numba has no bfloat16 arrays: pair them with TensorMap(dtype="bfloat16")).
 _HALF_BITS = (types.uint16, types.int16)
@@ -381,10 +391,11 @@ _REDUCE_TILE_DTYPES = {
     "max": (types.uint32, types.int32, types.uint64, types.int64, types.float16) + _HALF_BITS,
     "inc": (types.uint32,),
     "dec": (types.uint32,),
-    "and": (types.uint32, types.int32, types.uint64, types.int64),
-    "or": (types.uint32, types.int32, types.uint64, types.int64),
-    "xor": (types.uint32, types.int32, types.uint64, types.int64),
+    "and": (types.uint32, types.int32, types.uint64),
+    "or": (types.uint32, types.int32, types.uint64),
+    "xor": (types.uint32, types.int32, types.uint64),
 }
+_TILE_MAP_TYPE = {types.int64: "INT64"}         # for the refusal hints above
 
 _prefetch_tile = {rank: declare("tma", f"numba_tma_cp_async_bulk_prefetch_tensor_{rank}d_L2_global",
                                 types.void(_vp, *(_i32,) * rank))
@@ -428,8 +439,11 @@ def reduce(desc, coords, src, op="add"):
     [desc, {c0, ...}], [src];`` (sm_90). SASS: ``UTMAREDG.{1-5}D.<OP>``.
     ``op`` is a compile-time string: add, min, max, inc, dec, and, or, xor. The element type is
     the map's, read at run time; the ISA allows (``REDUCE_MAP_TYPES``): add on u32/s32/u64/f32/
-    f16/bf16; min/max on u32/s32/u64/s64/f16/bf16; inc/dec on u32; and/or/xor on 32/64-bit
-    integers. No float64 at all, no float32 min/max, no 8/16-bit integers. At compile time the
+    f16/bf16; min/max on u32/s32/u64/s64/f16/bf16; inc/dec on u32; and/or/xor on u32/s32/u64.
+    No float64 at all, no float32 min/max, no 8/16-bit integers. and/or/xor on an INT64 map
+    faults on sm_90 (CUDA_ERROR_ILLEGAL_INSTRUCTION, context lost; measured on the H100) though
+    the ISA lists .b64: map int64 data as ``dtype="uint64"`` and reduce a uint64 tile (same
+    bits, same result). At compile time the
     tile's dtype is checked against the same table (a 16-bit integer tile stands for f16/bf16
     bits); ``check_reduce(desc, op)`` checks the map on the host. inc: ``old >= s ? 0 : old + 1``;
     dec: ``old == 0 or old > s ? s : old - 1`` (``s`` the shared element).
@@ -453,7 +467,9 @@ def reduce_tile(desc, coords, src, op="add"):
 
 def check_reduce(desc, op):
     """Host check that ``desc`` (a TensorMap) has an element type ``op`` can reduce; ValueError
-    naming both otherwise. Returns the map's element type name (``"FLOAT32"``, ...)."""
+    naming both otherwise. Returns the map's element type name (``"FLOAT32"``, ...).
+    The kernel's typing check sees only the tile's dtype, so a uint64 tile reduced with and/or/xor
+    into an INT64 map (which faults on sm_90) is caught only here: call it before the launch."""
     if op not in REDUCE_MAP_TYPES:
         raise ValueError(f"op = {op!r} is not a TMA reduction; choose from {', '.join(REDUCE_OPS)}")
     plan = getattr(desc, "plan", None)
@@ -461,8 +477,10 @@ def check_reduce(desc, op):
         raise TypeError(f"desc must be a numba_tma.TensorMap, got {type(desc).__name__}")
     name = plan.data_type_name.replace("CU_TENSOR_MAP_DATA_TYPE_", "")
     if name not in REDUCE_MAP_TYPES[op]:
+        hint = _REDUCE_REFUSED_HINTS.get((op, name))
         raise ValueError(f"op = {op!r} cannot reduce a map of {name} elements (dtype "
-                         f"{desc.dtype}); it takes {', '.join(REDUCE_MAP_TYPES[op])}")
+                         f"{desc.dtype}); it takes {', '.join(REDUCE_MAP_TYPES[op])}"
+                         + (f" ({hint})" if hint else ""))
     return name
 
 
@@ -514,10 +532,11 @@ def _ov_reduce(desc, coords, src, op="add"):
     value = _reduce_op(fname, op)
     allowed = _REDUCE_TILE_DTYPES[value]
     if src.dtype not in allowed:
+        hint = _REDUCE_REFUSED_HINTS.get((value, _TILE_MAP_TYPE.get(src.dtype)))
         raise errors.TypingError(
             f"{fname}: op = {value!r} cannot reduce a {src.dtype} tile; the map's element type "
             f"must be one of {', '.join(REDUCE_MAP_TYPES[value])}, so src's dtype must be one of "
-            f"{', '.join(str(d) for d in allowed)}")
+            f"{', '.join(str(d) for d in allowed)}" + (f" ({hint})" if hint else ""))
     fn = _reduce_tile[value, rank]
     if rank == 1:
         return lambda desc, coords, src, op="add": fn(address_of(desc), address_of(src),

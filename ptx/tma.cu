@@ -95,7 +95,8 @@ extern "C" __device__ void numba_tma_prefetch_tensormap(const void* tmap) {
 }
 
 // shared -> global element-wise reduction into the box; the element type comes from the map.
-// The operation is a PTX token: one function per (op, rank).
+// The operation is a PTX token: one function per (op, rank). and/or/xor on an INT64 map raise
+// CUDA_ERROR_ILLEGAL_INSTRUCTION on the H100 (UINT64 works), so numba_tma.tma refuses that pair.
 #define TMA_REDUCE_TILE(OP, RANK, PARAMS, COORD_ASM, ...)                                        \
     extern "C" __device__ void                                                                   \
     numba_tma_cp_reduce_async_bulk_tensor_##RANK##d_shared_to_global_##OP(                       \

@@ -475,3 +475,18 @@ def test_whole_run_under_simulator(tmp_path):
     assert doc["shape"] == [12, 20] and doc["dtype"] == "float32" and doc["seed"] == 5
     assert "FAILED: 20 of 240 elements differ" in proc.stdout
     assert "best: v1_good" in proc.stdout
+
+
+# --- benches/gemm.py ---------------------------------------------------------------------------
+
+def test_gemm_bench_arguments():
+    gemm = load("bench_gemm", "gemm.py")
+    args = gemm.parse_args([])
+    assert args.shapes[:4] == [(s, s, s) for s in gemm.DEFAULT_SIZES]
+    assert args.shapes[4:] == list(gemm.DEFAULT_SHAPES)
+    # every default odd shape keeps the 16-byte rows TMA needs (K and N multiples of 8)
+    assert all(k % 8 == 0 and n % 8 == 0 for _, n, k in gemm.DEFAULT_SHAPES)
+    args = gemm.parse_args(["--size", "512", "--shape", "100", "72", "40", "--dtype", "bfloat16"])
+    assert args.shapes == [(512, 512, 512), (100, 72, 40)] and args.dtype == "bfloat16"
+    with pytest.raises(SystemExit):
+        gemm.parse_args(["--size", "0"])

@@ -55,7 +55,7 @@ def test_tma_prefetch_sass(rank):
 
 # A tile dtype each op accepts (the map's element type decides at run time).
 OP_TILE_DTYPE = {"add": np.float32, "min": np.int32, "max": np.uint32, "inc": np.uint32,
-                 "dec": np.uint32, "and": np.int32, "or": np.uint64, "xor": np.int64}
+                 "dec": np.uint32, "and": np.int32, "or": np.uint64, "xor": np.uint64}
 
 
 def make_reduce_kernel(op, dtype):
@@ -214,6 +214,14 @@ def k_reduce_xor_f32(desc):
     tma.reduce(desc, (0, 0), tile, "xor")
 
 
+def make_k_reduce_bitwise_i64(op):
+    def kernel(desc):
+        tile = cuda.shared.array(64, np.int64)
+        tma.reduce(desc, (0, 0), tile, op)
+
+    return kernel
+
+
 def k_reduce_rank6(desc):
     tile = cuda.shared.array(64, np.float32)
     tma.reduce(desc, (0, 0, 0, 0, 0, 0), tile, "add")
@@ -275,6 +283,11 @@ def k_bulk_prefetch_scalar(src):
     (k_reduce_add_f64, f"void({DESC})", r"tma.reduce: op = 'add' cannot reduce a float64 tile"),
     (k_reduce_xor_f32, f"void({DESC})", r"tma.reduce: op = 'xor' cannot reduce a float32 tile"),
     (k_reduce_rank6, f"void({DESC})", r"tma.reduce: coords must be a tuple of 1 to 5"),
+    # and/or/xor on an INT64 map fault on the H100 (CUDA_ERROR_ILLEGAL_INSTRUCTION): refused.
+    *[(make_k_reduce_bitwise_i64(op), f"void({DESC})",
+       rf"tma.reduce: op = '{op}' cannot reduce a int64 tile.*UINT32, INT32, UINT64, so src's "
+       r"dtype must be one of uint32, int32, uint64 .*dtype='uint64'")
+      for op in ("and", "or", "xor")],
     (k_prefetch_float_coord, f"void({DESC})", r"tma.prefetch: coords\[1\] must be an integer"),
     (k_prefetch_bad_desc, "void(float32[::1])", r"tma.prefetch_descriptor: desc must have dtype"),
     (k_bulk_reduce_min_f32, "void(float32[::1])",
@@ -431,17 +444,25 @@ def test_check_reduce_host_rules():
     assert tma.check_reduce(fake_map("BFLOAT16", "bfloat16"), "max") == "BFLOAT16"
     assert tma.check_reduce(fake_map("UINT32", "uint32"), "inc") == "UINT32"
     for data_type, op in [("FLOAT32", "min"), ("FLOAT64", "add"), ("INT64", "add"),
-                          ("INT32", "inc"), ("UINT16", "add"), ("FLOAT16", "xor")]:
+                          ("INT32", "inc"), ("UINT16", "add"), ("FLOAT16", "xor"),
+                          ("INT64", "and"), ("INT64", "or"), ("INT64", "xor")]:
         with pytest.raises(ValueError, match=f"op = '{op}' cannot reduce a map of {data_type}"):
             tma.check_reduce(fake_map(data_type, data_type.lower()), op)
     with pytest.raises(ValueError, match="not a TMA reduction"):
         tma.check_reduce(fake_map("FLOAT32", "float32"), "mul")
     with pytest.raises(TypeError, match="desc must be a numba_tma.TensorMap"):
         tma.check_reduce(np.zeros(16, np.uint64), "add")
+    # 64-bit bitwise: UINT64 maps only (INT64 faults on sm_90); the message says what to do.
+    for op in ("and", "or", "xor"):
+        assert tma.check_reduce(fake_map("UINT64", "uint64"), op) == "UINT64"
+        with pytest.raises(ValueError, match=r"ILLEGAL_INSTRUCTION.*dtype='uint64'"):
+            tma.check_reduce(fake_map("INT64", "int64"), op)
+    assert tma.check_reduce(fake_map("INT64", "int64"), "min") == "INT64"
 
 
 def test_tables_agree_with_the_isa():
-    # Tensor reductions: the bulk table minus float64 add (cp.reduce.async.bulk.tensor's table).
+    # Tensor reductions: the bulk table minus float64 add (cp.reduce.async.bulk.tensor's table),
+    # and minus INT64 for the bitwise ops (.b64 on an INT64 map faults on the H100; UINT64 works).
     names = {"u32": "UINT32", "s32": "INT32", "u64": "UINT64", "s64": "INT64", "f32": "FLOAT32",
              "f64": "FLOAT64", "f16": "FLOAT16", "bf16": "BFLOAT16"}
     for op in tma.REDUCE_OPS:
@@ -450,6 +471,8 @@ def test_tables_agree_with_the_isa():
             want |= {"UINT32", "INT32"} if ty == "b32" else {"UINT64", "INT64"} if ty == "b64" \
                 else {names[ty]}
         want.discard("FLOAT64")
+        if op in ("and", "or", "xor"):
+            want.discard("INT64")
         assert set(tma.REDUCE_MAP_TYPES[op]) == want, op
 
 
