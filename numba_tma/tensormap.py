@@ -17,6 +17,22 @@ Conventions
 * Signed 8- and 16-bit types (and ``bool``) are described to TMA as unsigned integers of the
   same size: TMA moves them bitwise, which is exact for copies.
 
+Interleaved maps (``interleave=16`` / ``32``)
+--------------------------------------------
+The array is the interleaved tensor itself, slice innermost: NCHW stored as NC/kHWCk is the
+array ``(N, C/k, [D,] H, W, k)`` with ``k * itemsize`` = 16 or 32 bytes (pad C to a multiple of
+k).  Measured on the H100 (driver 580): TMA's dimension 0 is **W**, each element one whole
+slice (its stride is implicitly the slice size, its bound ``W``); the slice axis is not a TMA
+dimension, so the map has ``rank = ndim - 1`` and a load takes ``ndim - 1`` coordinates
+``(n, c_slice, [d,] h, w)``.  Element strides apply to W, H, D as in tile mode.  One load copies
+a **single** C/k slice whatever ``boxDim`` says for that axis (so ``box[1]`` must be 1).  The
+driver still requires ``box_W * itemsize`` to be a multiple of 16 (8 pixels for fp16, 16 for
+int8).  Shared memory receives the dense box ``(bN, 1, [bD,] bH, bW, k)`` (32B interleave with
+its required 32B swizzle: the usual 32B swizzle of those bytes), ``box_bytes`` of transaction.
+Out-of-range and negative coordinates (W, H, C/k) load zeros without faulting.  Giving the slice
+as TMA's dimension 0 (the obvious tile-mode reading) makes every load copy 16/32 bytes per
+element of it: many times the box, overrunning shared memory (CUDA_ERROR_ILLEGAL_ADDRESS).
+
 The descriptor lives in global memory
 -------------------------------------
 CUDA C passes a tensor map to a kernel as a ``const __grid_constant__ CUtensorMap`` parameter.
@@ -344,7 +360,10 @@ def plan_tensor_map(
     """
     shape = _as_int_tuple(shape, "shape")
     rank = len(shape)
-    if not 1 <= rank <= TMA_MAX_RANK:
+    # Parsed first: with interleave the array carries one more axis (the slice) than the map.
+    interleave_bytes = _parse_bytes_option(interleave, "interleave", _INTERLEAVE)
+    slice_axis = 1 if interleave_bytes else 0
+    if not 1 <= rank <= TMA_MAX_RANK + slice_axis:
         raise ValueError(f"shape {shape} has rank {rank}; TMA supports rank 1..{TMA_MAX_RANK}")
 
     if isinstance(itemsize_or_dtype, int) and not isinstance(itemsize_or_dtype, bool):
@@ -359,14 +378,15 @@ def plan_tensor_map(
     data_type = _DATA_TYPES[dtype_name]
 
     swizzle_bytes = _parse_bytes_option(swizzle, "swizzle", _SWIZZLE)
-    interleave_bytes = _parse_bytes_option(interleave, "interleave", _INTERLEAVE)
     l2_bytes = _parse_bytes_option(l2_promotion, "l2_promotion", _L2_PROMOTION)
     oob = _parse_oob_fill(oob_fill)
 
-    if interleave_bytes and rank < TMA_MIN_RANK_INTERLEAVED:
+    if interleave_bytes and rank < TMA_MIN_RANK_INTERLEAVED + 1:
         raise ValueError(
             f"interleave = {_fmt_bytes_option(interleave_bytes)} needs rank >= "
-            f"{TMA_MIN_RANK_INTERLEAVED}; the array has rank {rank}"
+            f"{TMA_MIN_RANK_INTERLEAVED} plus the slice axis, i.e. an NC/kHWCk array of "
+            f"{TMA_MIN_RANK_INTERLEAVED + 1}..{TMA_MAX_RANK + 1} axes "
+            f"(N, C/k, [D, H,] W, k); the array has rank {rank}"
         )
     if interleave_bytes == 32 and swizzle_bytes != 32:
         raise ValueError(
@@ -443,6 +463,11 @@ def plan_tensor_map(
                 raise ValueError(
                     f"element_strides[{axis}] = {e} is outside 1..{TMA_MAX_ELEMENT_STRIDE}"
                 )
+        if interleave_bytes and estrides[inner] != 1:
+            raise ValueError(
+                f"element_strides[{inner}] = {estrides[inner]}: with interleave the last axis is "
+                f"the channel slice, copied whole; use 1 (element_strides[{inner - 1}] strides W)"
+            )
         # The driver silently ignores it, which would make smem_shape lie.
         if not interleave_bytes and estrides[inner] != 1:
             raise ValueError(
@@ -450,9 +475,11 @@ def plan_tensor_map(
                 f"stride along the innermost axis (the driver ignores it); use 1"
             )
 
-    # Documented for interleave none only; the driver (r580) also rejects it with interleave.
+    if interleave_bytes:
+        _check_interleaved(shape, strides, box, itemsize, interleave_bytes)
+    # With interleave the driver applies this rule to W's box instead (_check_interleaved).
     inner_bytes = box[inner] * itemsize
-    if inner_bytes % TMA_BOX_INNER_ALIGN:
+    if not interleave_bytes and inner_bytes % TMA_BOX_INNER_ALIGN:
         raise ValueError(
             f"inner box is box[{inner}] * itemsize = {box[inner]} * {itemsize} = "
             f"{inner_bytes} bytes; TMA needs a multiple of {TMA_BOX_INNER_ALIGN}"
@@ -464,16 +491,25 @@ def plan_tensor_map(
         )
 
     smem_shape = tuple(-(-b // e) for b, e in zip(box, estrides, strict=True))
+    # Dense box rows (the innermost axis), each padded to a whole span when swizzled.
+    row_bytes, rows = smem_shape[-1] * itemsize, math.prod(smem_shape[:-1])
+    driver_axes = rank
+    if interleave_bytes:
+        # The slice axis is implicit in the map: TMA's dimension 0 is W, one slice per element.
+        driver_axes = inner
+        row_bytes, rows = smem_shape[-2] * interleave_bytes, math.prod(smem_shape[:-2])
+    if swizzle_bytes:
+        row_bytes = -(-row_bytes // swizzle_bytes) * swizzle_bytes
     return TensorMapPlan(
         dtype=dtype,
         itemsize=itemsize,
         data_type=data_type,
-        rank=rank,
+        rank=driver_axes,
         address=address,
-        global_dim=shape[::-1],
-        global_strides=strides[:inner][::-1],
-        box_dim=box[::-1],
-        element_strides=estrides[::-1],
+        global_dim=shape[:driver_axes][::-1],
+        global_strides=strides[: driver_axes - 1][::-1],
+        box_dim=box[:driver_axes][::-1],
+        element_strides=estrides[:driver_axes][::-1],
         interleave=_INTERLEAVE[interleave_bytes],
         swizzle=_SWIZZLE[swizzle_bytes],
         l2_promotion=_L2_PROMOTION[l2_bytes],
@@ -484,11 +520,46 @@ def plan_tensor_map(
         smem_shape=smem_shape,
         box_bytes=math.prod(smem_shape) * itemsize,
         # Swizzled box rows each take a whole span of shared memory (measured on the H100).
-        smem_bytes=math.prod(smem_shape[:-1]) * (swizzle_bytes or smem_shape[-1] * itemsize),
+        smem_bytes=rows * row_bytes,
         swizzle_bytes=swizzle_bytes,
         interleave_bytes=interleave_bytes,
         l2_promotion_bytes=l2_bytes,
     )
+
+
+def _check_interleaved(shape, strides, box, itemsize, interleave_bytes):
+    """The layout rules of an interleaved (NC/kHWCk) map, measured on the H100 (driver 580)."""
+    name = f"interleave = {_fmt_bytes_option(interleave_bytes)}"
+    inner, w_axis = len(shape) - 1, len(shape) - 2
+    slice_bytes = shape[inner] * itemsize
+    if slice_bytes != interleave_bytes:
+        raise ValueError(
+            f"{name}: the last axis is one channel slice of {interleave_bytes} bytes; got "
+            f"shape[{inner}] * itemsize = {shape[inner]} * {itemsize} = {slice_bytes} bytes "
+            f"(lay the tensor out as (N, C/k, [D, H,] W, k) with k * itemsize = {interleave_bytes})"
+        )
+    if shape[w_axis] > 1 and strides[w_axis] != interleave_bytes:
+        raise ValueError(
+            f"{name}: stride of axis {w_axis} (W) is {strides[w_axis]} bytes; TMA steps W by one "
+            f"slice, so the slices of a row must be contiguous (stride {interleave_bytes})"
+        )
+    if box[inner] != shape[inner]:
+        raise ValueError(
+            f"{name}: box[{inner}] = {box[inner]}; the box takes the whole slice, "
+            f"box[{inner}] = shape[{inner}] = {shape[inner]}"
+        )
+    if box[1] != 1:
+        raise ValueError(
+            f"{name}: box[1] = {box[1]} along the C/k axis; one interleaved load copies a single "
+            f"channel slice whatever the box says (measured), so use box[1] = 1 and one load "
+            f"per slice"
+        )
+    if (box[w_axis] * itemsize) % TMA_BOX_INNER_ALIGN:
+        raise ValueError(
+            f"{name}: box[{w_axis}] (W) * itemsize = {box[w_axis]} * {itemsize} = "
+            f"{box[w_axis] * itemsize} bytes; the driver needs a multiple of "
+            f"{TMA_BOX_INNER_ALIGN} (it applies the element size to the pixel count)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -590,7 +661,9 @@ class TensorMap:
     """A tile-mode TMA descriptor for a device array, held in device memory.
 
     ``box`` and ``element_strides`` are in the array's order.  ``swizzle``: None/0/"none",
-    32/"32B", 64/"64B", 128/"128B".  ``interleave``: None/0/"none", 16/"16B", 32/"32B".
+    32/"32B", 64/"64B", 128/"128B".  ``interleave``: None/0/"none", 16/"16B", 32/"32B"
+    (see "Interleaved maps" in the module docstring: the array is NC/kHWCk, ``rank`` is its
+    number of axes minus one, and ``box[1]`` must be 1).
     ``l2_promotion``: None/0, 64, 128, 256 (bytes).  ``oob_fill``: "zero" or "nan" (floats
     only).  ``dtype`` reinterprets the elements (same itemsize), e.g. ``"bfloat16"`` for a
     uint16 array.
@@ -635,7 +708,8 @@ class TensorMap:
         )
         self._array = array  # keeps the data alive while the map does
         self._plan = plan
-        self._element_strides = plan.element_strides[::-1]
+        # Array order; with interleave the slice axis (not in the driver's list) strides by 1.
+        self._element_strides = plan.element_strides[::-1] + ((1,) if plan.interleave_bytes else ())
         _check_device(address)
         words = _encode(plan)
         self._encoded = np.array(words, dtype="<u8").tobytes()

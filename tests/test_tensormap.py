@@ -158,17 +158,17 @@ BAD_INPUTS = [
         "interleave_rank2",
         dict(interleave=16),
         ValueError,
-        "interleave = 16B needs rank >= 3; the array has rank 2",
+        "interleave = 16B needs rank >= 3 plus the slice axis",
     ),
     (
         "interleave32_swizzle_none",
-        dict(shape=(4, 8, 16), dtype=np.float16, box=(2, 4, 16), interleave="32B"),
+        dict(shape=(2, 4, 8, 16), dtype=np.float16, box=(1, 1, 8, 16), interleave="32B"),
         ValueError,
         "interleave = 32B requires swizzle = 32B; got swizzle = none",
     ),
     (
         "interleave32_swizzle_128",
-        dict(shape=(4, 8, 16), dtype=np.float16, box=(2, 4, 16), interleave=32, swizzle=128),
+        dict(shape=(2, 4, 8, 16), dtype=np.float16, box=(1, 1, 8, 16), interleave=32, swizzle=128),
         ValueError,
         "interleave = 32B requires swizzle = 32B; got swizzle = 128B",
     ),
@@ -195,9 +195,9 @@ BAD_INPUTS = [
     (
         "address_32_interleave",
         dict(
-            shape=(4, 8, 16),
+            shape=(2, 4, 8, 16),
             dtype=np.float16,
-            box=(2, 4, 16),
+            box=(1, 1, 8, 16),
             interleave=32,
             swizzle=32,
             address=ADDR + 16,
@@ -270,10 +270,10 @@ BAD_INPUTS = [
     (
         "stride_48_interleave32",
         dict(
-            shape=(4, 8, 16),
-            strides=(384, 48, 2),
+            shape=(2, 4, 8, 16),
+            strides=(1536, 48, 32, 2),
             dtype=np.float16,
-            box=(2, 4, 16),
+            box=(1, 1, 8, 16),
             interleave=32,
             swizzle=32,
         ),
@@ -308,11 +308,56 @@ BAD_INPUTS = [
         ValueError,
         "inner box is box[1] * itemsize = 4 * 2 = 8 bytes",
     ),
+    # Interleaved (NC/kHWCk) maps: rules measured on the H100 (see tensormap's docstring).
     (
-        "inner_box_interleave16",
-        dict(shape=(4, 8, 16), dtype=np.float16, box=(2, 4, 4), interleave=16),
+        "interleave_slice_bytes",
+        dict(shape=(2, 3, 8, 16), dtype=np.float16, box=(1, 1, 8, 16), interleave=16),
         ValueError,
-        "inner box is box[2] * itemsize = 4 * 2 = 8 bytes; TMA needs a multiple of 16",
+        "interleave = 16B: the last axis is one channel slice of 16 bytes; got "
+        "shape[3] * itemsize = 16 * 2 = 32 bytes",
+    ),
+    (
+        "interleave_w_stride",
+        dict(
+            shape=(2, 3, 8, 8),
+            strides=(768, 256, 32, 2),
+            dtype=np.float16,
+            box=(1, 1, 8, 8),
+            interleave=16,
+        ),
+        ValueError,
+        "interleave = 16B: stride of axis 2 (W) is 32 bytes",
+    ),
+    (
+        "interleave_partial_slice",
+        dict(shape=(2, 3, 8, 8), dtype=np.float16, box=(1, 1, 8, 4), interleave=16),
+        ValueError,
+        "interleave = 16B: box[3] = 4; the box takes the whole slice, box[3] = shape[3] = 8",
+    ),
+    (
+        "interleave_two_slices",
+        dict(shape=(2, 3, 8, 8), dtype=np.float16, box=(1, 2, 8, 8), interleave=16),
+        ValueError,
+        "interleave = 16B: box[1] = 2 along the C/k axis; one interleaved load copies a single",
+    ),
+    (
+        "interleave_w_box_8B",
+        dict(shape=(2, 3, 8, 8), dtype=np.float16, box=(1, 1, 4, 8), interleave=16),
+        ValueError,
+        "interleave = 16B: box[2] (W) * itemsize = 4 * 2 = 8 bytes; the driver needs a "
+        "multiple of 16",
+    ),
+    (
+        "interleave_slice_stride",
+        dict(
+            shape=(2, 3, 8, 8),
+            dtype=np.float16,
+            box=(1, 1, 8, 8),
+            interleave=16,
+            element_strides=(1, 1, 1, 2),
+        ),
+        ValueError,
+        "element_strides[3] = 2: with interleave the last axis is the channel slice",
     ),
     (
         "swizzle128_span",
@@ -503,25 +548,33 @@ def test_element_strides_shrink_the_smem_tile():
     assert plan.box_bytes == 4 * 8 * 32 * 4
 
 
-def test_interleave_allows_an_innermost_element_stride():
+def test_interleave_maps_w_to_dimension_0():
+    # NC/8HWC8 fp16 (2, 24, 5, 7) as (N, C/8, H, W, 8): the slice axis is not a TMA dimension.
     plan = make_plan(
-        shape=(4, 8, 8),
+        shape=(2, 3, 5, 7, 8),
         dtype=np.float16,
-        box=(2, 4, 8),
+        box=(1, 1, 4, 8, 8),
         interleave="16B",
-        element_strides=(1, 1, 2),
+        element_strides=(1, 1, 1, 2, 1),
     )
     assert plan.interleave == driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_16B
-    assert plan.smem_shape == (2, 4, 4)
-    assert plan.element_strides == (2, 1, 1)
+    assert plan.rank == 4
+    assert plan.global_dim == (7, 5, 3, 2)
+    assert plan.global_strides == (112, 560, 1680)
+    assert plan.box_dim == (8, 4, 1, 1)
+    assert plan.element_strides == (2, 1, 1, 1)
+    assert plan.smem_shape == (1, 1, 4, 4, 8)
+    assert plan.box_bytes == plan.smem_bytes == 4 * 4 * 16
 
 
 def test_interleave_32b_with_32b_swizzle_is_accepted():
     plan = make_plan(
-        shape=(4, 8, 16), dtype=np.float16, box=(2, 4, 16), interleave=32, swizzle="32B"
+        shape=(2, 4, 8, 16), dtype=np.float16, box=(1, 1, 8, 16), interleave=32, swizzle="32B"
     )
     assert plan.interleave_bytes == 32 and plan.swizzle_bytes == 32
-    assert plan.global_strides == (32, 256)
+    assert plan.rank == 3 and plan.global_dim == (8, 4, 2)
+    assert plan.global_strides == (256, 1024)
+    assert plan.box_bytes == plan.smem_bytes == 8 * 32
 
 
 def test_innermost_axis_of_one_element_may_have_any_stride():

@@ -1,9 +1,8 @@
-"""Kernels built on numba_tma's intrinsics, one module per family."""
+"""Kernels built on numba_tma's intrinsics, one module per family (``kernels.simt_gemm``,
+``kernels.im2col``, ``kernels.grouped_copy``, ... are the modules; their functions share the
+module's name, so import them from there)."""
 
 from .add_one import add_one
-from .grouped_copy import grouped_copy
-from .im2col import conv2d_nhwc, im2col
 from .reduce import sum_axis0
-from .simt_gemm import simt_gemm
 
-__all__ = ["add_one", "conv2d_nhwc", "grouped_copy", "im2col", "simt_gemm", "sum_axis0"]
+__all__ = ["add_one", "sum_axis0"]
