@@ -31,8 +31,6 @@ import os
 import sys
 import time
 
-import numpy as np
-
 
 def load_common():
     """benches/common.py, loaded by path (benches/ is not a package)."""

@@ -295,6 +295,20 @@ def pack_kernel_args_ctypes(kernelargs):
     return ctypes.addressof(ptrs), (ptrs, values)
 
 
+def _prepare_cluster(kernel, args, grid, block, cluster, shared_mem, non_portable):
+    """Checks (before any driver call), then the compiled kernel and its function handle,
+    opted in to non-portable cluster sizes when the plan needs them."""
+    plan = plan_cluster_launch(grid, block, cluster, shared_mem=shared_mem,
+                               non_portable=non_portable)
+    _check_kernel_args(kernel, args)
+    _require_cluster_device()
+    compiled = _compiled_kernel(kernel, args)
+    func = _function_handle(compiled)
+    if plan.non_portable:
+        _allow_non_portable(func)
+    return plan, compiled, func
+
+
 def launch_cluster(kernel, grid, block, cluster, args, *, stream=0, shared_mem=0,
                    non_portable=False):
     """Launch numba kernel ``kernel`` over ``grid`` blocks of ``block`` threads, in thread-block
@@ -316,14 +330,8 @@ def launch_cluster(kernel, grid, block, cluster, args, *, stream=0, shared_mem=0
     Raises TypeError/ValueError naming the argument before any driver call, ValueError naming
     ``cluster`` on a GPU older than 9.0, RuntimeError with the CUresult if the driver refuses.
     """
-    plan = plan_cluster_launch(grid, block, cluster, shared_mem=shared_mem,
-                               non_portable=non_portable)
-    _check_kernel_args(kernel, args)
-    _require_cluster_device()
-    compiled = _compiled_kernel(kernel, args)
-    func = _function_handle(compiled)
-    if plan.non_portable:
-        _allow_non_portable(func)
+    plan, compiled, func = _prepare_cluster(kernel, args, grid, block, cluster, shared_mem,
+                                            non_portable)
     core_stream, stream_handle = _core_stream(stream)
     retr, kernelargs = [], []
     for ty, value in zip(compiled.argument_types, args):
@@ -376,14 +384,8 @@ def max_active_clusters(kernel, args, block, cluster, *, shared_mem=0, non_porta
     0 means the cluster cannot be scheduled at all (too much shared memory or too many
     registers for ``cluster`` CTAs on one GPC). Persistent kernels size their grid from it.
     """
-    plan = plan_cluster_launch(cluster, block, cluster, shared_mem=shared_mem,
-                               non_portable=non_portable)
-    _check_kernel_args(kernel, args)
-    _require_cluster_device()
-    compiled = _compiled_kernel(kernel, args)
-    func = _function_handle(compiled)
-    if plan.non_portable:
-        _allow_non_portable(func)
+    plan, _, func = _prepare_cluster(kernel, args, cluster, block, cluster, shared_mem,
+                                     non_portable)
     config = _launch_config(plan, 0)
     return int(_check(_cudrv.cuOccupancyMaxActiveClusters(func, config),
                       f"cuOccupancyMaxActiveClusters(block={plan.block}, cluster={plan.cluster}, "

@@ -15,10 +15,10 @@ import math
 import numpy as np
 from numba import cuda
 
+from ._arrays import allocate_like, numba_view
 from ._device import require_hopper
 from .kernels import gemm_tma
 from .kernels._descriptors import descriptor
-from .transpose import _numba_view
 
 __all__ = ["matmul", "MatmulPlan", "plan_matmul"]
 
@@ -26,7 +26,7 @@ TMA_ALIGN = 16
 _IN_KINDS = {"float16": "f16", "torch.float16": "f16", "torch.bfloat16": "bf16"}
 _OUT_KINDS = {"float16": "f16", "torch.float16": "f16", "torch.bfloat16": "bf16",
               "float32": "f32", "torch.float32": "f32"}
-_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+_DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
 def _kind(array, argname, table):
@@ -102,7 +102,7 @@ def plan_matmul(a, b, out, config=None):
     if _kind(b, "b", _IN_KINDS) != in_kind:
         raise TypeError(f"a and b must have the same dtype; got {a.dtype} and {b.dtype}")
     out_kind = _kind(out, "out", _OUT_KINDS)
-    va, vb, vo = _numba_view(a, "a"), _numba_view(b, "b"), _numba_view(out, "out")
+    va, vb, vo = numba_view(a, "a"), numba_view(b, "b"), numba_view(out, "out")
     sa, a_row = _major(va, "a")
     sb, b_row = _major(vb, "b")
     m, k = va.shape
@@ -209,8 +209,8 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         kind = in_kind if out_dtype is None else _OUT_KINDS.get(_dtype_name(out_dtype))
         if kind is None:
             raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
-        shape = (_numba_view(a, "a").shape[0], _numba_view(b, "b").shape[1])
-        out = _allocate(a, shape, kind)
+        shape = (numba_view(a, "a").shape[0], numba_view(b, "b").shape[1])
+        out = allocate_like(a, shape, _DTYPE_NAMES[kind])
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
     plan = plan_matmul(a, b, out, config)
@@ -225,18 +225,3 @@ def _dtype_name(spec):
         return np.dtype(spec).name
     except TypeError:
         return str(spec)
-
-
-def _allocate(like, shape, kind):
-    if hasattr(like, "new_empty"):                      # torch
-        import torch
-
-        return like.new_empty(shape, dtype=getattr(torch, _TORCH_DTYPES[kind]))
-    if kind == "bf16":
-        raise TypeError("out_dtype bfloat16 needs torch tensors (numba and CuPy have no bfloat16)")
-    dtype = np.float16 if kind == "f16" else np.float32
-    if type(like).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy.empty(shape, dtype=dtype)
-    return cuda.device_array(shape, dtype=dtype)

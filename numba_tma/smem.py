@@ -16,11 +16,15 @@ bank conflicts when each group of 8 lanes touches 8 distinct 16-byte bank quads.
 """
 
 from numba import types
+from numba.core import errors
 from numba.cuda.extending import overload
 
-from ._bridge import address_of, declare, host_call, require_array, require_int
+from ._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 
-__all__ = ["load_v4", "store_v4", "shared_address"]
+__all__ = ["load_v4", "store_v4", "shared_address", "aligned_offset"]
+
+# The largest alignment TMA asks of shared memory: the 128B swizzle's 8 x 128-byte period.
+MAX_ALIGN = 1024
 
 _vp, _u32 = types.voidptr, types.uint32
 _ld = declare("smem", "numba_tma_ld_shared_v4_b32", types.void(_vp, _vp, _u32))
@@ -51,6 +55,33 @@ def shared_address(arr):
     For aligning inside dynamic shared memory: TMA tiles want 128 bytes, 128B-swizzled ones 1024.
     """
     host_call("smem.shared_address")
+
+
+def aligned_offset(arr, start, align):
+    """Bytes from ``arr``'s first element to the first ``align``-aligned shared address at or past
+    byte ``start``: where a TMA ring goes in dynamic shared memory after ``start`` bytes of
+    barriers (dynamic shared memory itself is only 16-byte aligned).
+
+    ``align`` is a compile-time power of two up to 1024 (128 for TMA tiles, 1024 under the 128B
+    swizzle); reserve ``align - 1`` bytes of slack. Integer math on ``cvta.to.shared``.
+    """
+    host_call("smem.aligned_offset")
+
+
+@overload(aligned_offset, prefer_literal=True)
+def _ov_aligned_offset(arr, start, align):
+    fname = "smem.aligned_offset"
+    require_array(fname, "arr", arr)
+    require_int(fname, "start", start)
+    value = literal_int(fname, "align", align, 1, MAX_ALIGN)
+    if value & (value - 1):
+        raise errors.TypingError(f"{fname}: align = {value} must be a power of two")
+    mask = value - 1
+
+    def impl(arr, start, align):
+        return start + mask - ((_cvta(address_of(arr)) + start + mask) & mask)
+
+    return impl
 
 
 @overload(shared_address)

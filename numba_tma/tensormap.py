@@ -657,6 +657,34 @@ def _upload(words: list[int]):
     return cuda.to_device(np.array(words, dtype=np.uint64))
 
 
+def _array_layout(array: Any, dtype: Any = None) -> tuple[tuple[int, ...], Any, Any, int]:
+    """(shape, strides in bytes or None, dtype spec, address) of a device ``array`` for a map;
+    ``dtype`` (same itemsize) reinterprets its elements. Shared by every map constructor."""
+    shape, strides, itemsize, natural, address = describe_array(array)
+    if dtype is None:
+        dtype_spec, _ = resolve_dtype(natural, "the array's dtype")
+    else:
+        dtype_spec, override_size = resolve_dtype(dtype)
+        if override_size != itemsize:
+            raise ValueError(
+                f"dtype = {dtype_spec} has itemsize {override_size} but the array's elements "
+                f"are {itemsize} bytes"
+            )
+    return shape, strides, dtype_spec, address
+
+
+def _store_descriptor(words: list[int]) -> tuple[bytes, Any]:
+    """The encoded descriptor's 128 bytes and its device copy, checked to be TMA-aligned."""
+    device_array = _upload(words)
+    desc_address = device_array.__cuda_array_interface__["data"][0]
+    if desc_address % TMA_DESC_ALIGN:
+        raise RuntimeError(
+            f"the descriptor's device copy at {desc_address:#x} is not "
+            f"{TMA_DESC_ALIGN}-byte aligned (is an allocator suballocating?)"
+        )
+    return np.array(words, dtype="<u8").tobytes(), device_array
+
+
 class TensorMap:
     """A tile-mode TMA descriptor for a device array, held in device memory.
 
@@ -684,16 +712,7 @@ class TensorMap:
         element_strides=None,
         dtype=None,
     ):
-        shape, strides, itemsize, natural, address = describe_array(array)
-        if dtype is None:
-            dtype_spec, _ = resolve_dtype(natural, "the array's dtype")
-        else:
-            dtype_spec, override_size = resolve_dtype(dtype)
-            if override_size != itemsize:
-                raise ValueError(
-                    f"dtype = {dtype_spec} has itemsize {override_size} but the array's elements "
-                    f"are {itemsize} bytes"
-                )
+        shape, strides, dtype_spec, address = _array_layout(array, dtype)
         plan = plan_tensor_map(
             shape,
             strides,
@@ -711,15 +730,7 @@ class TensorMap:
         # Array order; with interleave the slice axis (not in the driver's list) strides by 1.
         self._element_strides = plan.element_strides[::-1] + ((1,) if plan.interleave_bytes else ())
         _check_device(address)
-        words = _encode(plan)
-        self._encoded = np.array(words, dtype="<u8").tobytes()
-        self._device_array = _upload(words)
-        desc_address = self._device_array.__cuda_array_interface__["data"][0]
-        if desc_address % TMA_DESC_ALIGN:
-            raise RuntimeError(
-                f"the descriptor's device copy at {desc_address:#x} is not "
-                f"{TMA_DESC_ALIGN}-byte aligned (is an allocator suballocating?)"
-            )
+        self._encoded, self._device_array = _store_descriptor(_encode(plan))
 
     @property
     def array(self):

@@ -30,19 +30,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
 from cuda.bindings import driver
 
 from .tensormap import (
     TMA_BOX_INNER_ALIGN,
-    TMA_DESC_ALIGN,
     TMA_MAX_RANK,
+    _array_layout,
     _as_int,
     _as_int_tuple,
     _check_device,
     _fmt_bytes_option,
-    _upload,
-    describe_array,
+    _store_descriptor,
     plan_tensor_map,
     resolve_dtype,
 )
@@ -319,16 +317,7 @@ class Im2colTensorMap:
         element_strides=None,
         dtype=None,
     ):
-        shape, strides, itemsize, natural, address = describe_array(array)
-        if dtype is None:
-            dtype_spec, _ = resolve_dtype(natural, "the array's dtype")
-        else:
-            dtype_spec, override_size = resolve_dtype(dtype)
-            if override_size != itemsize:
-                raise ValueError(
-                    f"dtype = {dtype_spec} has itemsize {override_size} but the array's elements "
-                    f"are {itemsize} bytes"
-                )
+        shape, strides, dtype_spec, address = _array_layout(array, dtype)
         plan = plan_im2col_tensor_map(
             shape,
             strides,
@@ -347,15 +336,7 @@ class Im2colTensorMap:
         self._array = array  # keeps the data alive while the map does
         self._plan = plan
         _check_device(address)
-        words = _encode(plan)
-        self._encoded = np.array(words, dtype="<u8").tobytes()
-        self._device_array = _upload(words)
-        desc_address = self._device_array.__cuda_array_interface__["data"][0]
-        if desc_address % TMA_DESC_ALIGN:
-            raise RuntimeError(
-                f"the descriptor's device copy at {desc_address:#x} is not "
-                f"{TMA_DESC_ALIGN}-byte aligned (is an allocator suballocating?)"
-            )
+        self._encoded, self._device_array = _store_descriptor(_encode(plan))
 
     array = property(lambda self: self._array)
     plan = property(lambda self: self._plan)

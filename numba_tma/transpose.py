@@ -7,12 +7,11 @@ measured fastest for the element size runs (``TMA_PREFERRED``); otherwise (or on
 the fastest classic shared-memory kernel.
 """
 
-import numpy as np
 from numba import cuda
 
+from ._arrays import allocate_like, numba_view
 from ._device import HOPPER_CC
 from .kernels import transpose_classic, transpose_tma
-from .tensormap import describe_array
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
 
@@ -26,27 +25,6 @@ TMA_PREFERRED = {1: transpose_classic.BEST, 2: transpose_tma.BEST, 4: transpose_
                  8: transpose_classic.BEST}
 
 
-def _numba_view(array, argname):
-    """A numba device-array view of ``array`` (no copy), with its dtype preserved bit for bit."""
-    if isinstance(array, np.ndarray):
-        raise TypeError(f"{argname} must be a CUDA device array (numba, CuPy or torch); got a "
-                        f"host numpy.ndarray: copy it with numba.cuda.to_device first")
-    if str(getattr(array, "dtype", None)) == "torch.bfloat16":
-        # torch exports no __cuda_array_interface__ for bfloat16 (asking raises TypeError, which
-        # hasattr does not catch); move its bits as int16.
-        import torch
-
-        describe_array(array)       # a CPU tensor gets the clear host-array TypeError
-        return cuda.as_cuda_array(array.view(torch.int16), sync=False)
-    if cuda.is_cuda_array(array):
-        # sync=False: importing must not wait for the producer's stream (torch and CuPy export
-        # theirs), or every call would block the host until the GPU drains; like any numba
-        # launch, the caller orders work across streams (``stream=``).
-        return cuda.as_cuda_array(array, sync=False)
-    describe_array(array)       # raises the same clear TypeError as TensorMap for anything else
-    raise TypeError(f"{argname} must be a CUDA device array; got {type(array).__name__}")
-
-
 def _check_contiguous(view, argname):
     expected = view.dtype.itemsize
     for axis in range(view.ndim - 1, -1, -1):
@@ -58,7 +36,7 @@ def _check_contiguous(view, argname):
 
 def _validate(src, out):
     """Numba views (B, M, N) and (B, N, M) of ``src`` and ``out``, after every check."""
-    s = _numba_view(src, "src")
+    s = numba_view(src, "src")
     if s.ndim not in (2, 3):
         raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {s.shape}")
     if s.dtype.itemsize not in ITEMSIZES:
@@ -66,7 +44,7 @@ def _validate(src, out):
                         f"{s.dtype.itemsize}")
     _check_contiguous(s, "src")
     want = s.shape[:-2] + (s.shape[-1], s.shape[-2])
-    o = _numba_view(out, "out")
+    o = numba_view(out, "out")
     if o.shape != want:
         raise ValueError(f"out must have shape {want} for src of shape {s.shape}; got {o.shape}")
     if o.dtype != s.dtype:
@@ -106,18 +84,6 @@ def choose_kernel(src, out):
     return _choose(*_validate(src, out))
 
 
-def _allocate_like(src, shape):
-    """An empty C-contiguous array of ``shape`` of the same library and dtype as ``src``."""
-    if hasattr(src, "new_empty"):                     # torch
-        return src.new_empty(shape)
-    module = type(src).__module__.split(".")[0]
-    if module == "cupy":
-        import cupy
-
-        return cupy.empty(shape, dtype=src.dtype)
-    return cuda.device_array(shape, dtype=_numba_view(src, "src").dtype)
-
-
 def transpose(src, out=None, *, kernel=None, stream=0):
     """Transpose the last two axes of ``src`` into ``out`` (allocated when None) and return ``out``.
 
@@ -125,10 +91,10 @@ def transpose(src, out=None, *, kernel=None, stream=0):
     fastest one that applies is chosen. Runs asynchronously on ``stream``.
     """
     if out is None:
-        shape = tuple(_numba_view(src, "src").shape)
+        shape = tuple(numba_view(src, "src").shape)
         if len(shape) not in (2, 3):
             raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {shape}")
-        out = _allocate_like(src, shape[:-2] + (shape[-1], shape[-2]))
+        out = allocate_like(src, shape[:-2] + (shape[-1], shape[-2]))
     s, o = _validate(src, out)
     if s.size == 0:
         return out

@@ -12,18 +12,12 @@ from numba.core.errors import TypingError
 
 from numba_tma import bulk, mbarrier, tma
 from numba_tma.offline import compile_kernel
+from sass_checks import check_clean
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="offline compilation needs the real CUDA target")
 
 DESC = "uint64[::1]"
-
-
-def check_clean(kb):
-    assert kb.count("CALL") == 0, "an intrinsic was not inlined"
-    assert kb.stack_bytes == 0 and kb.local_bytes == 0
-    assert kb.spill_stores == 0 and kb.spill_loads == 0
-    assert not kb.has("LDL") and not kb.has("STL")
 
 
 # --- tensor-map prefetch -----------------------------------------------------------------------

@@ -116,7 +116,7 @@ def test_class_encodes_the_plan(monkeypatch):
     monkeypatch.setattr(ti, "_check_device", lambda address: None)
     monkeypatch.setattr(ti.driver, "cuTensorMapEncodeIm2col", fake_encode)
     desc = FakeDeviceArray((16,), "<u8", 0x7F10_0000_0000)
-    monkeypatch.setattr(ti, "_upload", lambda words: desc)
+    monkeypatch.setattr(tm, "_upload", lambda words: desc)
     m = Im2colTensorMap(FakeDeviceArray((2, 9, 14, 64)), pixel_box_lower_corner=(-1, -1),
                         pixel_box_upper_corner=(-1, -1), channels_per_pixel=16,
                         pixels_per_column=32)

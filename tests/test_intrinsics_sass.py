@@ -8,20 +8,14 @@ import pytest
 from numba import cuda
 from numba.core.errors import TypingError
 
-from numba_tma import fence, mbarrier, swizzle, tma
+from numba_tma import fence, mbarrier, smem, swizzle, tma
 from numba_tma.offline import compile_kernel
+from sass_checks import check_clean
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="offline compilation needs the real CUDA target")
 
 DESC = "uint64[::1]"
-
-
-def check_clean(kb):
-    assert kb.count("CALL") == 0, "an intrinsic was not inlined"
-    assert kb.stack_bytes == 0 and kb.local_bytes == 0
-    assert kb.spill_stores == 0 and kb.spill_loads == 0
-    assert not kb.has("LDL") and not kb.has("STL")
 
 
 def mbarrier_kernel(out):
@@ -166,3 +160,31 @@ def test_wait_group_count_out_of_range():
 def test_intrinsics_refuse_host_calls():
     with pytest.raises(RuntimeError, match="device intrinsic"):
         mbarrier.init(np.zeros(1, np.uint64), 1)
+
+
+def smem_kernel(out):
+    dyn = cuda.shared.array(0, np.uint8)
+    regs = cuda.local.array(4, np.uint32)
+    first = smem.aligned_offset(dyn, 16, 1024)     # a 1024-aligned ring after 16 bytes
+    smem.load_v4(regs, dyn, first)
+    smem.store_v4(dyn, first + 16, regs)
+    out[cuda.threadIdx.x] = first + regs[0]
+
+
+def test_smem_sass():
+    kb = compile_kernel(smem_kernel, "void(int64[::1])")
+    check_clean(kb)
+    assert kb.has("LDS.128") and kb.has("STS.128")
+
+
+def test_aligned_offset_needs_a_constant_power_of_two():
+    def not_power(out):
+        out[0] = smem.aligned_offset(cuda.shared.array(0, np.uint8), 0, 96)
+
+    def not_constant(out, align):
+        out[0] = smem.aligned_offset(cuda.shared.array(0, np.uint8), 0, align)
+
+    with pytest.raises(TypingError, match="align = 96 must be a power of two"):
+        compile_kernel(not_power, "void(int64[::1])")
+    with pytest.raises(TypingError, match="align must be a compile-time integer"):
+        compile_kernel(not_constant, "void(int64[::1], int64)")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sass_checks import check_clean
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,13 +43,6 @@ def compile_kernel(kernel, sig):
     from numba_tma.offline import compile_kernel as compile_
 
     return compile_(kernel, sig)
-
-
-def check_clean(kb):
-    assert kb.count("CALL") == 0, "a device function was not inlined"
-    assert kb.stack_bytes == 0 and kb.local_bytes == 0, f"local memory in use: {kb}"
-    assert kb.spill_stores == 0 and kb.spill_loads == 0, kb
-    assert not kb.has("LDL") and not kb.has("STL")
 
 
 # ================================================================ seed 002: the warp ladder

@@ -14,17 +14,16 @@ numba's CUDA simulator on small odd shapes, and the host wrapper's input validat
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
 
+from sim_workers import run_cases
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULE = os.path.join(ROOT, "numba_tma", "kernels", "simt_gemm.py")
-WORKERS = 2
-TIMEOUT_S = 600
 
 # (config, (M, N, K), layout, b_layout, alpha, beta)
 CASES = [
@@ -110,29 +109,7 @@ if __name__ == "__main__":
 
 @pytest.fixture(scope="module")
 def sim_results():
-    cases = _cases()
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    procs = []
-    for w in range(WORKERS):
-        p = subprocess.Popen([sys.executable, os.path.abspath(__file__)], env=env, cwd=ROOT,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        procs.append((p, cases[w::WORKERS]))
-    results, errors = {}, []
-    for p, mine in procs:
-        try:
-            stdout, stderr = p.communicate(json.dumps(mine), timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            stdout, stderr = p.communicate()
-            errors.append(f"simulator worker timed out after {TIMEOUT_S} s")
-        for line in stdout.splitlines():
-            if line.startswith("{"):
-                r = json.loads(line)
-                results[r["id"]] = r
-        if p.returncode:
-            errors.append(f"simulator worker exited {p.returncode}:\n{stderr[-3000:]}")
-    return results, errors
+    return run_cases(__file__, _cases())
 
 
 @pytest.mark.parametrize("case", _cases(), ids=[c[0] for c in _cases()])

@@ -12,18 +12,13 @@ from numba.core.errors import TypingError
 from numba_tma import mbarrier, tma
 from numba_tma import tensormap_device as tmd
 from numba_tma.offline import compile_kernel
+from sass_checks import check_clean
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="offline compilation needs the real CUDA target")
 
 DESC = "uint64[::1]"
 ELEMTYPE_F32 = tmd.ELEMTYPE["float32"]  # a module constant is a compile-time literal
-
-
-def check_clean(kb):
-    assert kb.count("CALL") == 0, "an intrinsic was not inlined"
-    assert kb.stack_bytes == 0 and kb.local_bytes == 0
-    assert not kb.has("LDL") and not kb.has("STL")
 
 
 def im2col_kernel(rank):

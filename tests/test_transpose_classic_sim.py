@@ -12,20 +12,18 @@
 """
 
 import json
-import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
 
+from sim_workers import run_cases
+
 DTYPES = ["int32", "float64", "uint8", "float16"]
 SHAPES = [(1, 37, 45), (3, 33, 7), (2, 5, 70)]   # odd; partial tiles on both axes
 KERNELS = ["v1_naive", "v2_smem", "v3_rotate", "v3_padded", "v4_double_buffer", "v5_64x32",
            "v6_packed", "v6_persistent"]
-WORKERS = 2
-TIMEOUT_S = 600
 
 
 def _cases():
@@ -111,34 +109,7 @@ if __name__ == "__main__":
 
 @pytest.fixture(scope="module")
 def sim_results():
-    import numba_tma
-
-    cases = _cases()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(numba_tma.__file__)))
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1",
-           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    procs = []
-    for w in range(WORKERS):
-        p = subprocess.Popen([sys.executable, os.path.abspath(__file__)], env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        procs.append((p, cases[w::WORKERS]))
-    results = {}
-    errors = []
-    for p, mine in procs:
-        try:
-            stdout, stderr = p.communicate(json.dumps(mine), timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            stdout, stderr = p.communicate()
-            errors.append(f"simulator worker timed out after {TIMEOUT_S} s")
-        for line in stdout.splitlines():
-            if line.startswith("{"):
-                r = json.loads(line)
-                results[r["id"]] = r
-        if p.returncode:
-            errors.append(f"simulator worker exited {p.returncode}:\n{stderr[-3000:]}")
-    return results, errors
+    return run_cases(__file__, _cases())
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

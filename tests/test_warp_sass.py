@@ -12,6 +12,7 @@ from numba.core.errors import TypingError
 
 from numba_tma import warp
 from numba_tma.kernels.warp_gemm import gemm_16x16
+from sass_checks import check_clean
 
 needs_compiler = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                     reason="offline compilation needs the real CUDA target")
@@ -21,13 +22,6 @@ def compile_kernel(kernel, sig):
     from numba_tma.offline import compile_kernel as compile_
 
     return compile_(kernel, sig)
-
-
-def check_clean(kb):
-    assert kb.count("CALL") == 0, "an intrinsic was not inlined"
-    assert kb.stack_bytes == 0 and kb.local_bytes == 0, "fragments left the registers"
-    assert kb.spill_stores == 0 and kb.spill_loads == 0
-    assert not kb.has("LDL") and not kb.has("STL")
 
 
 # ------------------------------------------------------------------------ ldmatrix / stmatrix

@@ -131,11 +131,19 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
     A_TRANS = not a_kmajor
     B_TRANS = not b_kmajor
-    # With a cluster of CM CTAs along M, CTA r loads B rows/boxes [r, r+1) * BN/CM and multicasts.
+    # With a cluster of CM CTAs along M, CTA r loads B rows/boxes [r, r+1) * BN/CM and multicasts
+    # them to the cluster (CM = 1: rank 0 loads all of B itself).
     MASK = (1 << CM) - 1
     B_PART_ROWS = bn // CM
     B_PART_BOXES = B_BOXES // CM
     EMPTY_ARRIVALS = WARPS * CM           # every warp of every CTA the stage is multicast into
+
+    if CM == 1:
+        load_b = tma.load
+    else:
+        @cuda.jit(device=True, inline="always")
+        def load_b(dst, desc, coords, bar):
+            tma.load_multicast(dst, desc, coords, bar, MASK)
 
     @cuda.jit(device=True, inline="always")
     def issue_stage(a_map, b_map, tiles, bar, off, kt, row0, col0, rank):
@@ -149,20 +157,13 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
             for j in range(A_BOXES):
                 tma.load(tiles[off + j * BOX16:], a_map, (kx, row0 + j * WARP_TILE), bar)
         boff = off + A_BYTES
-        if CM == 1:
-            if b_kmajor:
-                tma.load(tiles[boff:], b_map, (col0, kx), bar)
-            else:
-                for j in range(B_BOXES):
-                    tma.load(tiles[boff + j * BOX16:], b_map, (kx, col0 + j * WARP_TILE), bar)
-        elif b_kmajor:
+        if b_kmajor:
             r0 = rank * B_PART_ROWS
-            tma.load_multicast(tiles[boff + r0 * SPAN:], b_map, (col0 + r0, kx), bar, MASK)
+            load_b(tiles[boff + r0 * SPAN:], b_map, (col0 + r0, kx), bar)
         else:
             for q in range(B_PART_BOXES):
                 j = rank * B_PART_BOXES + q
-                tma.load_multicast(tiles[boff + j * BOX16:], b_map, (kx, col0 + j * WARP_TILE),
-                                   bar, MASK)
+                load_b(tiles[boff + j * BOX16:], b_map, (kx, col0 + j * WARP_TILE), bar)
 
     @cuda.jit(device=True, inline="always")
     def a_offset(lane, wm, mi, kk):
@@ -195,8 +196,7 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         empty = dyn64[S:2 * S]
         cbar = dyn64[2 * S:NBARS]
         # The ring starts at the first 1024-byte boundary after the barriers (128B swizzle).
-        first = BAR_BYTES + SWIZZLE_ALIGN - 1 - (
-            (smem.shared_address(dyn8) + BAR_BYTES + SWIZZLE_ALIGN - 1) & (SWIZZLE_ALIGN - 1))
+        first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
         tiles = dyn8[first:]
         tid = cuda.threadIdx.x
         lane = tid & 31
@@ -287,10 +287,8 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         if has_beta:
             if lane == 0 and inside:
                 mbarrier.arrive_expect_tx(cbar[wid:], C_WARP_BYTES)
-                if OUT16:
-                    tma.load(tiles[c_off:], c_map, (crow, ccol), cbar[wid:])
-                else:
-                    tma.load(tiles[c_off:], c_map, (crow, ccol), cbar[wid:])
+                tma.load(tiles[c_off:], c_map, (crow, ccol), cbar[wid:])
+                if not OUT16:       # f32: the warp's 64 columns are two 32-column boxes
                     tma.load(tiles[c_off + C_BOX:], c_map, (crow, ccol + 32), cbar[wid:])
             if inside:
                 mbarrier.wait(cbar[wid:], 0)

@@ -50,6 +50,8 @@ import functools
 import numpy as np
 from numba import cuda
 
+from .._arrays import as_device
+
 TILE = 32                 # v2..v5 tile edge: 32 x 4 B = one 128-byte line per tile row
 BLOCK_X, BLOCK_Y = 32, 8  # v1..v5 block: one warp per tile row, 8 warps
 THREADS = BLOCK_X * BLOCK_Y
@@ -58,13 +60,6 @@ MAX_GRID_YZ = 65535
 
 
 # --------------------------------------------------------------------------- host helpers
-
-
-def _as_device(a):
-    """numba device arrays (and simulator arrays) pass; other CUDA arrays are wrapped."""
-    if hasattr(a, "copy_to_host") and hasattr(a, "reshape") and hasattr(a, "view"):
-        return a
-    return cuda.as_cuda_array(a)
 
 
 def _shape_dtype(a):
@@ -87,7 +82,7 @@ def _check(src, out):
                          f"{sshape}; got {oshape}")
     if sdtype != odtype:
         raise ValueError(f"src and out must have the same dtype; got {sdtype} and {odtype}")
-    return _as_device(src), _as_device(out), B, M, N
+    return as_device(src), as_device(out), B, M, N
 
 
 def _cdiv(a, b):

@@ -260,7 +260,7 @@ def _pipelined_kernel(itemsize, ki, kj, stages, out_buffers, group_i, group_j):
         dyn32 = cuda.shared.array(0, np.uint32)
         full = dyn64[:S]
         # The ring starts at the first 1024-byte boundary after the barriers (128B swizzle).
-        first = (8 * S + 1023 - ((smem.shared_address(dyn32) + 8 * S + 1023) & 1023)) // 4
+        first = smem.aligned_offset(dyn32, 8 * S, 1024) // 4
         tiles = dyn32[first:]
         wi = cuda.local.array(NW, np.uint32)
         wo = cuda.local.array(NW, np.uint32)

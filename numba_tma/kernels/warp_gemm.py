@@ -47,6 +47,7 @@ from numba import cuda
 from numba.cuda.extending import register_jitable
 
 from .. import warp
+from .._arrays import as_device
 
 __all__ = ["KMAX", "gemm_16x16", "LADDER", "KERNELS", "gemm16_smem", "gemm16_padded",
            "gemm16_ldmatrix", "gemm16_swizzle", "swizzle_half", "swizzle_word", "seed_swizzle",
@@ -323,8 +324,8 @@ def _words(x):
     """A validated 16 x 16 float16 array as a device uint32[128] view (host arrays copied)."""
     if isinstance(x, np.ndarray):
         x = cuda.to_device(np.ascontiguousarray(x))
-    elif not (hasattr(x, "copy_to_host") and hasattr(x, "view")):
-        x = cuda.as_cuda_array(x)
+    else:
+        x = as_device(x)
     return x.reshape(N16 * N16).view(np.uint32)
 
 
