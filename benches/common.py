@@ -155,14 +155,17 @@ def speedup(reference_ms, ms):
 # ---------------------------------------------------------------------------------------------
 # timing
 
-def time_cuda(fn, iters, warmup=0, *, event=None, synchronize=None):
+def time_cuda(fn, iters, warmup=0, *, event=None, synchronize=None, hold=None):
     """Times of ``iters`` runs of ``fn()`` in ms, each bracketed by its own pair of CUDA events.
 
     ``fn`` enqueues asynchronous work on the default stream (where the events are recorded).
     ``warmup`` untimed runs come first, then a device synchronize; all timed runs are enqueued
     back to back (so the GPU never waits on the host for a launch that takes longer than its
-    enqueue), and the host waits once at the end. ``event``/``synchronize`` default to numba's
-    ``cuda.event`` and ``cuda.synchronize`` (overridable for tests).
+    enqueue), and the host waits once at the end. ``hold``, if given, enqueues a GPU-side wait
+    first (e.g. ``torch.cuda._sleep``): the host then queues every timed run while the GPU
+    waits, so a run shorter than its launch's Python cost is timed on the GPU alone (device
+    time, not host throughput). ``event``/``synchronize`` default to numba's ``cuda.event``
+    and ``cuda.synchronize`` (overridable for tests).
     """
     if iters < 1:
         raise ValueError("iters must be >= 1")
@@ -175,6 +178,8 @@ def time_cuda(fn, iters, warmup=0, *, event=None, synchronize=None):
         fn()
     synchronize()
     pairs = [(event(), event()) for _ in range(iters)]
+    if hold is not None:
+        hold()
     for start, end in pairs:
         start.record()
         fn()

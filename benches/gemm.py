@@ -15,16 +15,24 @@ for each kernel:
    ``max|C - ref| / max|ref|`` must stay under the kernel's bound (fp16/bf16 output rounding plus
    fp32 accumulation; TF32-free fp32 for the SIMT kernel). A failed check is reported FAILED and
    the kernel is not timed;
-2. times ``--warmup`` untimed runs then ``--iters`` runs, each between its own pair of CUDA
-   events on the default stream; the median is reported.
+2. times it: ``--rounds`` rounds, each timing cuBLAS and then every kernel (``--warmup``
+   untimed runs, then ``--iters`` runs each between its own pair of CUDA events on the default
+   stream; the median is the round's figure); a kernel's time is the median of its rounds.
+   Rounds interleave the kernels with cuBLAS because the H100's clock moves with its power
+   draw over a long run (cuBLAS itself was seen at 614-729 TFLOP/s in three back-to-back
+   8192^3 timings). The timed launches are queued behind a GPU-side wait
+   (``torch.cuda._sleep``), so the times are the GPU's, not the Python launch path's; that
+   path is reported on its own as ``host us``: the Python cost of one ``matmul()`` call
+   (argument checks, launcher lookup, numba's launch), measured while the GPU is held.
 
-One line per kernel and shape: ``us | TFLOP/s | x cuBLAS`` (cuBLAS of the same input and output
+One line per kernel and shape: ``us | TFLOP/s | x cuBLAS | host us`` (cuBLAS of the same input and output
 dtypes over the kernel's time; >1 means faster), then the geometric mean of x cuBLAS per kernel.
 The seed-004 SIMT GEMM is fp32 and is compared with cuBLAS fp32 (TF32 off). Exit status 1 when a
 numba_tma kernel FAILED.
 """
 
 import argparse
+import functools
 import importlib.util
 import math
 import os
@@ -69,6 +77,8 @@ def parse_args(argv=None):
     p.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
     p.add_argument("--kernels", default=None, help="comma list or globs of kernel names")
     p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=30)
+    p.add_argument("--rounds", type=common.argparse_type(common.positive_int), default=3,
+                   help="timing rounds, each over cuBLAS and every kernel (default 3)")
     p.add_argument("--warmup", type=common.argparse_type(common.nonnegative_int), default=5)
     p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None)
     p.add_argument("--json", metavar="PATH", default=None)
@@ -86,22 +96,8 @@ def kernels(torch):
     from numba_tma import matmul
     from numba_tma.kernels.gemm_tma import GemmConfig
 
-    from numba_tma.matmul import launch, plan_matmul
-
-    plans = {}
-
-    def planned(a, b, out):
-        # The kernel alone: validation and planning once per operand set (matmul() redoes them
-        # every call, ~0.1-0.3 ms of Python that small shapes cannot hide).
-        key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), tuple(a.shape), tuple(b.shape))
-        plan = plans.get(key)
-        if plan is None:
-            plan = plans[key] = plan_matmul(a, b, out)
-        launch(plan)
-
     table = {
         "tma_mma": (None, None, lambda a, b, out: matmul(a, b, out)),
-        "tma_mma_planned": (None, None, planned),
         "tma_mma_128x128": (None, None,
                             lambda a, b, out: matmul(a, b, out, config=GemmConfig(128, 128, 4))),
         "tma_mma_f32out": (None, "float32", lambda a, b, out: matmul(a, b, out)),
@@ -115,6 +111,28 @@ def kernels(torch):
     except ImportError:
         pass
     return table
+
+
+HOLD_CYCLES = 200_000_000      # ~0.1 s of GPU wait: longer than queuing any timed batch
+
+
+def _matmul_cast(torch, a, b, out):
+    out.copy_(torch.matmul(a, b))
+
+
+def _host_us_per_call(fn, iters, hold):
+    """Python cost of one call of ``fn`` (microseconds): ``iters`` calls enqueued while the GPU
+    is held, so no call waits for the GPU."""
+    import torch
+
+    torch.cuda.synchronize()
+    hold()
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / iters * 1e6
 
 
 def main(argv=None):
@@ -132,12 +150,14 @@ def main(argv=None):
           f"{args.warmup} warm-ups")
     table = kernels(torch)
     names = common.select_names(table, args.kernels)
+    hold = (lambda: torch.cuda._sleep(HOLD_CYCLES)) if hasattr(torch.cuda, "_sleep") else None
     rows, results, failed = [], [], False
     for (m, n, k) in args.shapes:
         a = torch.randn(m, k, device="cuda", dtype=torch.float32, generator=gen)
         b = torch.randn(k, n, device="cuda", dtype=torch.float32, generator=gen)
         refs = {}                       # per input dtype: fp32 cuBLAS of the rounded inputs
-        cublas_ms = {}
+        timed = []                      # (name, row, launcher, (kin, kout)) that passed
+        cublas = {}                     # (kin, kout) -> launcher
         for name in names:
             kin, kout, fn = table[name]
             kin = kin or args.dtype
@@ -154,7 +174,8 @@ def main(argv=None):
             except (TypeError, ValueError, RuntimeError) as exc:
                 row.update(status="skipped", reason=common.one_line(exc))
                 results.append(row)
-                rows.append([f"{m}x{n}x{k}", name, "-", "-", "-", "skipped: " + row["reason"]])
+                rows.append([f"{m}x{n}x{k}", name, "-", "-", "-", "-",
+                             "skipped: " + row["reason"]])
                 continue
             if kin not in refs:
                 ref = ta.float() @ tb.float()                  # TF32 off
@@ -166,38 +187,54 @@ def main(argv=None):
                 failed = True
                 row.update(status="FAILED", rel_err=rel)
                 results.append(row)
-                rows.append([f"{m}x{n}x{k}", name, "-", "-", "-", f"FAILED rel err {rel:.2e}"])
+                rows.append([f"{m}x{n}x{k}", name, "-", "-", "-", "-", f"FAILED rel err {rel:.2e}"])
                 continue
+            row["rel_err"] = rel
             key = (kin, kout)
-            if key not in cublas_ms:
+            if key not in cublas:
                 cout = torch.empty((m, n), device="cuda", dtype=getattr(torch, kout))
                 if kout == kin:
-                    cfn = lambda: torch.matmul(ta, tb, out=cout)        # noqa: E731
+                    cublas[key] = functools.partial(torch.matmul, ta, tb, out=cout)
                 else:   # fp32 output from 16-bit inputs: cuBLAS's fp32-accumulate, cast after
-                    cfn = lambda: cout.copy_(torch.matmul(ta, tb))      # noqa: E731
-                cublas_ms[key] = common.median(common.time_cuda(cfn, args.iters, args.warmup))
-                tf = 2 * m * n * k / (cublas_ms[key] * 1e-3) / 1e12
-                results.append({"kernel": "cublas", "shape": [m, n, k], "in_dtype": kin,
-                                "out_dtype": kout, "status": "ok", "us": cublas_ms[key] * 1e3,
-                                "TFLOPs": tf, "x_cublas": 1.0})
-                rows.append([f"{m}x{n}x{k}", f"cublas {kin}->{kout}",
-                             f"{cublas_ms[key] * 1e3:.1f}", f"{tf:.1f}", "1.00", ""])
-            samples = common.time_cuda(lambda: fn(ta, tb, out), args.iters, args.warmup)
-            stats = common.summarize(samples)
-            ms = stats["median"]
-            tf = 2 * m * n * k / (ms * 1e-3) / 1e12
+                    cublas[key] = functools.partial(_matmul_cast, torch, ta, tb, cout)
+            timed.append((name, row, functools.partial(fn, ta, tb, out), key))
+        # Rounds: cuBLAS and then each kernel, again and again (the clock drifts with power).
+        samples = {key: [] for key in cublas}
+        samples.update({name: [] for name, _, _, _ in timed})
+        for _ in range(args.rounds):
+            for key, fn in cublas.items():
+                samples[key].append(common.median(
+                    common.time_cuda(fn, args.iters, args.warmup, hold=hold)))
+            for name, _, fn, _ in timed:
+                samples[name].append(common.median(
+                    common.time_cuda(fn, args.iters, args.warmup, hold=hold)))
+        cublas_ms = {key: common.median(samples[key]) for key in cublas}
+        flop = 2 * m * n * k
+        for (kin, kout), ms in cublas_ms.items():
+            tf = flop / (ms * 1e-3) / 1e12
+            results.append({"kernel": "cublas", "shape": [m, n, k], "in_dtype": kin,
+                            "out_dtype": kout, "status": "ok", "us": ms * 1e3, "TFLOPs": tf,
+                            "x_cublas": 1.0, "rounds_us": [t * 1e3 for t in samples[(kin, kout)]]})
+            rows.append([f"{m}x{n}x{k}", f"cublas {kin}->{kout}", f"{ms * 1e3:.1f}", f"{tf:.1f}",
+                         "1.00", "-", ""])
+        for name, row, fn, key in timed:
+            ms = common.median(samples[name])
+            tf = flop / (ms * 1e-3) / 1e12
             x = cublas_ms[key] / ms
-            row.update(status="ok", us=ms * 1e3, TFLOPs=tf, x_cublas=x, rel_err=rel,
-                       min_us=stats["min"] * 1e3, max_us=stats["max"] * 1e3)
+            host_us = _host_us_per_call(fn, args.iters, hold) if hold else None
+            row.update(status="ok", us=ms * 1e3, TFLOPs=tf, x_cublas=x, host_us=host_us,
+                       rounds_us=[t * 1e3 for t in samples[name]])
             results.append(row)
             rows.append([f"{m}x{n}x{k}", name, f"{ms * 1e3:.1f}", f"{tf:.1f}", f"{x:.2f}",
-                         f"rel err {rel:.1e}"])
+                         common.fmt(host_us, ".0f"), f"rel err {row['rel_err']:.1e}"])
             print(f"Perf ({m}, {n}, {k}): {name:16s} {ms * 1e3:9.1f} us | {tf:6.1f} TFLOP/s | "
-                  f"{x:.2f}x cuBLAS", flush=True)
-        del a, b, refs
+                  f"{x:.2f}x cuBLAS | rounds "
+                  f"{', '.join(f'{flop / t / 1e9:.0f}' for t in samples[name])} TFLOP/s", flush=True)
+        del a, b, refs, timed, cublas
         common.free_device_memory()
     print()
-    print(common.format_table(["M x N x K", "kernel", "us", "TFLOP/s", "x cuBLAS", "check"], rows))
+    print(common.format_table(["M x N x K", "kernel", "us", "TFLOP/s", "x cuBLAS", "host us",
+                               "check"], rows))
     means = {}
     for name in names:
         xs = [r["x_cublas"] for r in results if r["kernel"] == name and r.get("status") == "ok"]
@@ -208,6 +245,7 @@ def main(argv=None):
         common.write_json(args.json, {
             "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
             "versions": common.package_versions(), "dtype": args.dtype, "iters": args.iters,
+            "rounds": args.rounds, "timing": "device time: launches queued behind a GPU wait",
             "warmup": args.warmup, "results": results, "geomean_x_cublas": means,
             "command": " ".join(sys.argv), "timestamp": common.timestamp()})
     return 1 if failed else 0

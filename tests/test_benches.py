@@ -153,6 +153,10 @@ def test_time_cuda_brackets_each_run():
     assert times == [2.0] * 4
     with pytest.raises(ValueError):
         common.time_cuda(lambda: None, 0, event=Event, synchronize=lambda: None)
+    log.clear()
+    common.time_cuda(lambda: log.append("run"), 2, event=Event, synchronize=lambda: None,
+                     hold=lambda: log.append("hold"))
+    assert log[:4] == ["hold", "record", "run", "record"]      # the GPU wait goes first
 
 
 def test_random_array():

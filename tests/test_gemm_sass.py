@@ -40,6 +40,13 @@ def test_main_loop_sass(a_kmajor, b_kmajor):
     assert kb.has("SYNCS.PHASECHK.TRANS64.TRYWAIT") and kb.has("SYNCS.ARRIVE.TRANS64")
 
 
+def test_odd_warp_count_compiles():
+    # 192 x 128: 6 warps take turns as producer by j % 6 (not a power of two).
+    kb = compile_kernel(gemm_kernel((192, 128, 2, 8, 1), True, False, "f16", "f16", False),
+                        SIGNATURE)
+    assert kb.count("HMMA.16816.F32") == HMMA_PER_STAGE and kb.local_bytes == 0
+
+
 def test_f32_out_with_beta_and_bf16():
     kb = compile_kernel(gemm_kernel(DEFAULT_CONFIG.key(), True, False, "bf16", "f32", True),
                         SIGNATURE)
@@ -53,7 +60,9 @@ def test_f32_out_with_beta_and_bf16():
 
 
 def test_config_validation():
-    for bad in [dict(bm=96), dict(bn=320), dict(stages=3), dict(stages=1), dict(bm=256, bn=512)]:
+    for bad in [dict(bm=96), dict(bn=320), dict(bn=192), dict(stages=3), dict(stages=1), dict(bm=256, bn=512),
+                dict(bm=256, bn=256, stages=2),     # 16 warps: their accumulators cannot fit
+                dict(stages=8)]:                    # 8 x 48 KiB of ring: over 227 KiB
         with pytest.raises(ValueError):
             GemmConfig(**bad)
     assert ACC == 128

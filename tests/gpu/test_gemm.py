@@ -56,6 +56,7 @@ def test_f16_exact_every_layout(shape, orders):
 
 @pytest.mark.parametrize("cfg", [GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
+                                 GemmConfig(192, 128, 2),   # 6 warps take turns producing
                                  GemmConfig(128, 256, 4, cluster_m=2),
                                  GemmConfig(128, 128, 2, group_m=3, cluster_m=2)],
                          ids=repr)
@@ -226,3 +227,29 @@ def test_plan_layouts():
     plan = plan_matmul(cuda.to_device(np.ones((64, 32), np.float16, order="F")),
                        cuda.to_device(np.ones((32, 48), np.float16, order="F")), dev((64, 48)))
     assert not plan.a_kmajor and plan.b_kmajor and plan.out_kind == "f16"
+
+
+def test_repeated_calls_reuse_the_launcher_correctly():
+    # matmul() caches its launcher by operand addresses, shapes, strides and dtypes: new data in
+    # the same buffers, a new alpha, a beta path and a new out buffer all give fresh results,
+    # and a call that differs in shape is validated again (no stale hit).
+    m, n, k = 200, 136, 72
+    a, b = small_ints((m, k)), small_ints((k, n))
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    out = poisoned((m, n), np.float32)
+    for step in range(3):
+        a = small_ints((m, k))
+        da.copy_to_device(a)
+        alpha = float(step + 1)
+        matmul(da, db, out, alpha=alpha)
+        np.testing.assert_array_equal(out.copy_to_host(), alpha * exact_reference(a, b))
+    c = out.copy_to_host()
+    matmul(da, db, out, beta=-1.0)
+    np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b) - c)
+    other = poisoned((m, n), np.float32)
+    matmul(da, db, other)
+    np.testing.assert_array_equal(other.copy_to_host(), exact_reference(a, b))
+    with pytest.raises(ValueError, match="out must have shape"):
+        matmul(da, db, poisoned((m, n + 8), np.float32))
+    with pytest.raises(ValueError, match="b must have 72 rows"):
+        matmul(da, cuda.to_device(small_ints((k + 8, n))), out)
