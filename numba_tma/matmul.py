@@ -205,7 +205,7 @@ def _launcher(plan, has_beta):
 
 #: matmul() remembers the launchers of its last operand sets, keyed by everything its checks
 #: looked at (addresses, shapes, strides, dtypes), so a repeated call skips validation and
-#: planning: about 0.1-0.2 ms of Python per call.
+#: planning and pays only the key, the lookup and numba's launch (~150 us on the H100 host).
 LAUNCHER_CACHE_SIZE = 64
 _launchers = collections.OrderedDict()
 
