@@ -8,6 +8,7 @@ Device intrinsics (call them inside ``@cuda.jit`` kernels):
     ``numba_tma.bulk``      non-tensor bulk copies, reductions, L2 prefetch
     ``numba_tma.swizzle``   TMA swizzle index maps (device helpers and the numpy model)
     ``numba_tma.smem``      16-byte shared-memory loads and stores
+    ``numba_tma.gmem``      16-byte global-memory loads and stores
     ``numba_tma.warp``      warp-level ldmatrix/stmatrix and mma.sync (tensor cores)
     ``numba_tma.tensormap_device``  tensormap.replace: edit a descriptor in memory from a kernel
 Kernels:
@@ -20,12 +21,12 @@ Host side:
     ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
 """
 
-from . import bulk, cluster, fence, mbarrier, smem, swizzle, tensormap_device, tma, warp
+from . import bulk, cluster, fence, gmem, mbarrier, smem, swizzle, tensormap_device, tma, warp
 from .tensormap import TensorMap
 from .tensormap_im2col import Im2colTensorMap
 from .matmul import matmul
 from .transpose import transpose
 
-__all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "matmul", "mbarrier", "smem",
-           "swizzle", "tensormap_device", "tma", "transpose", "warp"]
+__all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "gmem", "matmul", "mbarrier",
+           "smem", "swizzle", "tensormap_device", "tma", "transpose", "warp"]
 __version__ = "0.1.0"

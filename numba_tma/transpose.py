@@ -2,27 +2,27 @@
 
 ``src`` is a 2-D (M, N) or batched 3-D (B, M, N) CUDA array (numba, CuPy, or torch, including
 torch bfloat16) with 1-, 2-, 4- or 8-byte elements; the result is (N, M) or (B, N, M), C-contiguous.
-On Hopper, when both row pitches are multiples of 16 bytes (what a tensor map needs), the kernel
-measured fastest for the element size runs (``TMA_PREFERRED``); otherwise (or on an older GPU)
-the fastest classic shared-memory kernel.
+4- and 8-byte elements with 16-byte row pitches run ``v7_vec16`` (16-byte global accesses; the
+fastest measured on the H100: 96% of a copy at 32768^2 fp32). Otherwise, on Hopper, when both row
+pitches are multiples of 16 bytes (what a tensor map needs), the kernel measured fastest for the
+element size runs (``TMA_PREFERRED``); else (or on an older GPU) the fastest classic kernel.
 """
 
 from numba import cuda
 
 from ._arrays import allocate_like, numba_view
 from ._device import HOPPER_CC
-from .kernels import transpose_classic, transpose_tma
+from .kernels import transpose_classic, transpose_tma, transpose_vec
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
 
 # Bytes a TMA global address and row pitch must be multiples of.
 TMA_ALIGN = 16
 ITEMSIZES = (1, 2, 4, 8)
-# Where TMA applies, the kernel to run per element size: the faster of tma_pipelined and the best
-# classic kernel at 32768^2 on the H100 (benches/results/transpose-h100.json: fp16 TMA 91.0% vs
-# 90.9% of copy; uint8 88.8 vs 89.8, fp32 92.2 vs 92.5, fp64 90.9 vs 94.5).
-TMA_PREFERRED = {1: transpose_classic.BEST, 2: transpose_tma.BEST, 4: transpose_classic.BEST,
-                 8: transpose_classic.BEST}
+# Where TMA applies to 1- and 2-byte elements (4 and 8 bytes go to v7_vec16 there), the faster of
+# tma_pipelined and the best classic kernel at 32768^2 on the H100 (transpose-h100.json: fp16 TMA
+# 91.0% vs 90.9% of copy; uint8 88.8 vs 89.8).
+TMA_PREFERRED = {1: transpose_classic.BEST, 2: transpose_tma.BEST}
 
 
 def _check_contiguous(view, argname):
@@ -74,6 +74,9 @@ def _tma_ready(s, o):
 
 
 def _choose(s, o):
+    _, M, N = s.shape
+    if transpose_vec.applies(s, o, M, N):
+        return "v7_vec16"
     if _tma_ready(s, o):
         return TMA_PREFERRED[s.dtype.itemsize]
     return transpose_classic.BEST
@@ -110,7 +113,7 @@ def transpose(src, out=None, *, kernel=None, stream=0):
     return out
 
 
-_LAUNCHERS = {**transpose_classic.LADDER, **transpose_tma.LADDER}
+_LAUNCHERS = {**transpose_classic.LADDER, "v7_vec16": transpose_vec.v7_vec16, **transpose_tma.LADDER}
 
 
 def transpose_kernels():

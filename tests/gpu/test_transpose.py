@@ -50,6 +50,9 @@ def test_transpose_picks_tma_or_classic():
     assert choose_kernel(a, cuda.device_array((96, 64), np.float16)) == transpose_tma.BEST
     odd = cuda.to_device(random_array((33, 45), np.float32))        # 180-byte rows: no TMA
     assert choose_kernel(odd, cuda.device_array((45, 33), np.float32)) == transpose_classic.BEST
+    for dtype in (np.float32, np.float64, np.int64):                # 16-byte rows: vectors
+        a = cuda.to_device(random_array((64, 96), dtype))
+        assert choose_kernel(a, cuda.device_array((96, 64), dtype)) == "v7_vec16"
 
 
 @pytest.mark.parametrize("shape", [(37, 45), (1000, 772), (5, 33, 47), (2, 64, 4100)])

@@ -1,0 +1,17 @@
+// 16-byte global-memory loads and stores (PTX ISA "ld"/"st" with .v4): numba emits one access per
+// element and LLVM cannot prove a run-time index 16-byte aligned, so LDG.128/STG.128 come from here.
+// Registers travel through a 4-word local array that LTO+SROA keep in registers.
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+extern "C" __device__ void numba_tma_ld_global_v4_b32(u32* regs, const void* base, u64 byte_offset) {
+    const char* p = static_cast<const char*>(base) + byte_offset;
+    asm volatile("ld.global.v4.b32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3]) : "l"(p));
+}
+
+extern "C" __device__ void numba_tma_st_global_v4_b32(void* base, u64 byte_offset, const u32* regs) {
+    char* p = static_cast<char*>(base) + byte_offset;
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                 ::"l"(p), "r"(regs[0]), "r"(regs[1]), "r"(regs[2]), "r"(regs[3]) : "memory");
+}
