@@ -22,13 +22,14 @@ A block of 128 threads moves a tile of 64 src rows x 256 bytes (64 fp32 or 32 fp
 Tiles are rastered row-major (the tile column varies fastest, as Triton's grid does): the blocks
 running together read whole src rows. Partial edge tiles take an element-wise path. The vector
 path needs both row pitches and both base addresses to be multiples of 16 bytes; otherwise
-:func:`v7_vec16` runs ``v6_packed``. The kernel uses PTX wrappers, so it does not run under the
-CUDA simulator (CI compiles it for sm_90a and checks its SASS instead).
+:func:`v7_vec16` runs ``v6_packed`` (so it does under the CUDA simulator, which cannot run the
+PTX wrappers; CI compiles the kernel for sm_90a and checks its SASS instead).
 """
 
 import functools
 
 import numpy as np
+from numba import config as numba_config
 from numba import cuda
 
 from .. import gmem, smem
@@ -51,9 +52,10 @@ MIN_BLOCKS = 12             # launch bounds: 12 resident blocks per SM, 40 regis
 
 
 def applies(src, out, M, N):
-    """Whether the vector path applies: 4- or 8-byte elements, 16-byte row pitches and bases."""
+    """Whether the vector path applies: 4- or 8-byte elements, 16-byte row pitches and bases, and
+    a real GPU (the simulator cannot run the PTX wrappers)."""
     itemsize = np.dtype(src.dtype).itemsize
-    return (itemsize in ITEMSIZES and (M * itemsize) % VEC == 0 and (N * itemsize) % VEC == 0
+    return (not numba_config.ENABLE_CUDASIM and itemsize in ITEMSIZES and (M * itemsize) % VEC == 0 and (N * itemsize) % VEC == 0
             and tc._device_pointer(src) % VEC == 0 and tc._device_pointer(out) % VEC == 0)
 
 
