@@ -685,59 +685,22 @@ def _store_descriptor(words: list[int]) -> tuple[bytes, Any]:
     return np.array(words, dtype="<u8").tobytes(), device_array
 
 
-class TensorMap:
-    """A tile-mode TMA descriptor for a device array, held in device memory.
+class _Descriptor:
+    """What every map class holds and answers the same way: the array (kept alive while the map
+    is), its plan, the encoded descriptor and its device copy (which is what a kernel receives)."""
 
-    ``box`` and ``element_strides`` are in the array's order.  ``swizzle``: None/0/"none",
-    32/"32B", 64/"64B", 128/"128B".  ``interleave``: None/0/"none", 16/"16B", 32/"32B"
-    (see "Interleaved maps" in the module docstring: the array is NC/kHWCk, ``rank`` is its
-    number of axes minus one, and ``box[1]`` must be 1).
-    ``l2_promotion``: None/0, 64, 128, 256 (bytes).  ``oob_fill``: "zero" or "nan" (floats
-    only).  ``dtype`` reinterprets the elements (same itemsize), e.g. ``"bfloat16"`` for a
-    uint16 array.
-
-    Passed to a ``@cuda.jit`` kernel as-is, a TensorMap arrives as a 1-D array of 16 uint64
-    words holding the descriptor in global memory.
-    """
-
-    def __init__(
-        self,
-        array,
-        box,
-        *,
-        swizzle=None,
-        interleave=None,
-        l2_promotion=None,
-        oob_fill="zero",
-        element_strides=None,
-        dtype=None,
-    ):
-        shape, strides, dtype_spec, address = _array_layout(array, dtype)
-        plan = plan_tensor_map(
-            shape,
-            strides,
-            dtype_spec,
-            address,
-            box,
-            swizzle=swizzle,
-            interleave=interleave,
-            l2_promotion=l2_promotion,
-            oob_fill=oob_fill,
-            element_strides=element_strides,
-        )
+    def _hold(self, array, plan, address, encode):
         self._array = array  # keeps the data alive while the map does
         self._plan = plan
-        # Array order; with interleave the slice axis (not in the driver's list) strides by 1.
-        self._element_strides = plan.element_strides[::-1] + ((1,) if plan.interleave_bytes else ())
         _check_device(address)
-        self._encoded, self._device_array = _store_descriptor(_encode(plan))
+        self._encoded, self._device_array = _store_descriptor(encode(plan))
 
     @property
     def array(self):
         return self._array
 
     @property
-    def plan(self) -> TensorMapPlan:
+    def plan(self):
         return self._plan
 
     @property
@@ -752,19 +715,6 @@ class TensorMap:
     def strides(self) -> tuple[int, ...]:
         """Array strides in bytes, array order."""
         return self._plan.strides
-
-    @property
-    def box(self) -> tuple[int, ...]:
-        return self._plan.box
-
-    @property
-    def element_strides(self) -> tuple[int, ...]:
-        return self._element_strides
-
-    @property
-    def smem_shape(self) -> tuple[int, ...]:
-        """Shape of the shared-memory tile one load writes, array order."""
-        return self._plan.smem_shape
 
     @property
     def box_bytes(self) -> int:
@@ -816,6 +766,64 @@ class TensorMap:
     @property
     def __cuda_array_interface__(self) -> dict:
         return self._device_array.__cuda_array_interface__
+
+
+class TensorMap(_Descriptor):
+    """A tile-mode TMA descriptor for a device array, held in device memory.
+
+    ``box`` and ``element_strides`` are in the array's order.  ``swizzle``: None/0/"none",
+    32/"32B", 64/"64B", 128/"128B".  ``interleave``: None/0/"none", 16/"16B", 32/"32B"
+    (see "Interleaved maps" in the module docstring: the array is NC/kHWCk, ``rank`` is its
+    number of axes minus one, and ``box[1]`` must be 1).
+    ``l2_promotion``: None/0, 64, 128, 256 (bytes).  ``oob_fill``: "zero" or "nan" (floats
+    only).  ``dtype`` reinterprets the elements (same itemsize), e.g. ``"bfloat16"`` for a
+    uint16 array.
+
+    Passed to a ``@cuda.jit`` kernel as-is, a TensorMap arrives as a 1-D array of 16 uint64
+    words holding the descriptor in global memory.
+    """
+
+    def __init__(
+        self,
+        array,
+        box,
+        *,
+        swizzle=None,
+        interleave=None,
+        l2_promotion=None,
+        oob_fill="zero",
+        element_strides=None,
+        dtype=None,
+    ):
+        shape, strides, dtype_spec, address = _array_layout(array, dtype)
+        plan = plan_tensor_map(
+            shape,
+            strides,
+            dtype_spec,
+            address,
+            box,
+            swizzle=swizzle,
+            interleave=interleave,
+            l2_promotion=l2_promotion,
+            oob_fill=oob_fill,
+            element_strides=element_strides,
+        )
+        # Array order; with interleave the slice axis (not in the driver's list) strides by 1.
+        self._element_strides = plan.element_strides[::-1] + ((1,) if plan.interleave_bytes else ())
+        self._hold(array, plan, address, _encode)
+
+    @property
+    def box(self) -> tuple[int, ...]:
+        return self._plan.box
+
+    @property
+    def element_strides(self) -> tuple[int, ...]:
+        return self._element_strides
+
+    @property
+    def smem_shape(self) -> tuple[int, ...]:
+        """Shape of the shared-memory tile one load writes, array order."""
+        return self._plan.smem_shape
 
     def __repr__(self) -> str:
         dims = ", ".join(str(n) for n in self.shape)

@@ -38,9 +38,8 @@ from .tensormap import (
     _array_layout,
     _as_int,
     _as_int_tuple,
-    _check_device,
+    _Descriptor,
     _fmt_bytes_option,
-    _store_descriptor,
     plan_tensor_map,
     resolve_dtype,
 )
@@ -289,7 +288,7 @@ def _encode(plan: Im2colPlan) -> list[int]:
     return [int(word) for word in tmap.opaque]
 
 
-class Im2colTensorMap:
+class Im2colTensorMap(_Descriptor):
     """An im2col-mode TMA descriptor for an NWC/NHWC/NDHWC device array, held in device memory.
 
     ``pixel_box_lower_corner``/``pixel_box_upper_corner``: the filter-base box, array order
@@ -333,16 +332,8 @@ class Im2colTensorMap:
             oob_fill=oob_fill,
             element_strides=element_strides,
         )
-        self._array = array  # keeps the data alive while the map does
-        self._plan = plan
-        _check_device(address)
-        self._encoded, self._device_array = _store_descriptor(_encode(plan))
+        self._hold(array, plan, address, _encode)
 
-    array = property(lambda self: self._array)
-    plan = property(lambda self: self._plan)
-    rank = property(lambda self: self._plan.rank)
-    shape = property(lambda self: self._plan.shape)
-    strides = property(lambda self: self._plan.strides, doc="Array strides in bytes, array order.")
     pixel_box_lower_corner = property(lambda self: self._plan.pixel_box_lower_corner)
     pixel_box_upper_corner = property(lambda self: self._plan.pixel_box_upper_corner)
     channels_per_pixel = property(lambda self: self._plan.channels_per_pixel)
@@ -353,26 +344,6 @@ class Im2colTensorMap:
     element_strides = property(lambda self: self._plan.element_strides[::-1])
     smem_shape = property(lambda self: self._plan.smem_shape,
                           doc="(pixels_per_column, channels_per_pixel): the tile one load fills.")
-    box_bytes = property(lambda self: self._plan.box_bytes,
-                         doc="Bytes one load delivers (the mbarrier transaction count).")
-    smem_bytes = property(lambda self: self._plan.smem_bytes)
-    dtype = property(lambda self: self._plan.dtype)
-    itemsize = property(lambda self: self._plan.itemsize)
-    swizzle = property(lambda self: self._plan.swizzle_bytes)
-    interleave = property(lambda self: self._plan.interleave_bytes)
-    l2_promotion = property(lambda self: self._plan.l2_promotion_bytes)
-    address = property(lambda self: self._plan.address)
-    encoded = property(lambda self: self._encoded)
-    device_array = property(lambda self: self._device_array)
-
-    @property
-    def oob_fill(self) -> str:
-        fill = driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
-        return "nan" if self._plan.oob_fill == fill else "zero"
-
-    @property
-    def __cuda_array_interface__(self) -> dict:
-        return self._device_array.__cuda_array_interface__
 
     def __repr__(self) -> str:
         dims = ", ".join(str(n) for n in self.shape)

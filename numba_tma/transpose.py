@@ -113,7 +113,8 @@ def transpose(src, out=None, *, kernel=None, stream=0):
     return out
 
 
-_LAUNCHERS = {**transpose_classic.LADDER, "v7_vec16": transpose_vec.v7_vec16, **transpose_tma.LADDER}
+_LAUNCHERS = {**transpose_classic.LADDER, "v7_vec16": transpose_vec.v7_vec16,
+              **transpose_tma.LADDER}
 
 
 def transpose_kernels():

@@ -113,7 +113,7 @@ def test_class_encodes_the_plan(monkeypatch):
         seen["args"] = args
         return driver.CUresult.CUDA_SUCCESS, type("M", (), {"opaque": list(range(16))})()
 
-    monkeypatch.setattr(ti, "_check_device", lambda address: None)
+    monkeypatch.setattr(tm, "_check_device", lambda address: None)   # the maps share it
     monkeypatch.setattr(ti.driver, "cuTensorMapEncodeIm2col", fake_encode)
     desc = FakeDeviceArray((16,), "<u8", 0x7F10_0000_0000)
     monkeypatch.setattr(tm, "_upload", lambda words: desc)
