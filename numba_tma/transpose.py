@@ -2,10 +2,10 @@
 
 ``src`` is a 2-D (M, N) or batched 3-D (B, M, N) CUDA array (numba, CuPy, or torch, including
 torch bfloat16) with 1-, 2-, 4- or 8-byte elements; the result is (N, M) or (B, N, M), C-contiguous.
-4- and 8-byte elements with 16-byte row pitches run ``v7_vec16`` (16-byte global accesses; the
-fastest measured on the H100: 96% of a copy at 32768^2 fp32). Otherwise, on Hopper, when both row
-pitches are multiples of 16 bytes (what a tensor map needs), the kernel measured fastest for the
-element size runs (``TMA_PREFERRED``); else (or on an older GPU) the fastest classic kernel.
+Where both row pitches and base addresses are multiples of 16 bytes, ``v7_vec16`` runs (16-byte
+global accesses; the fastest measured on the H100 for every element size, 96-97% of a copy at
+32768^2, ahead of the TMA kernels' 89-92%; a tensor map needs the same alignment, so TMA never
+applies where v7 does not). Otherwise the fastest classic kernel runs.
 """
 
 from numba import cuda
@@ -19,10 +19,6 @@ __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
 # Bytes a TMA global address and row pitch must be multiples of.
 TMA_ALIGN = 16
 ITEMSIZES = (1, 2, 4, 8)
-# Where TMA applies to 1- and 2-byte elements (4 and 8 bytes go to v7_vec16 there), the faster of
-# tma_pipelined and the best classic kernel at 32768^2 on the H100 (transpose-h100.json: fp16 TMA
-# 91.0% vs 90.9% of copy; uint8 88.8 vs 89.8).
-TMA_PREFERRED = {1: transpose_classic.BEST, 2: transpose_tma.BEST}
 
 
 def _check_contiguous(view, argname):
@@ -77,8 +73,6 @@ def _choose(s, o):
     _, M, N = s.shape
     if transpose_vec.applies(s, o, M, N):
         return "v7_vec16"
-    if _tma_ready(s, o):
-        return TMA_PREFERRED[s.dtype.itemsize]
     return transpose_classic.BEST
 
 

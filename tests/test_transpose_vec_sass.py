@@ -1,7 +1,8 @@
 """Offline (no GPU) checks of the 16-byte global accesses (numba_tma.gmem) and of v7_vec16's
 machine code: LDG.E.128 / STG.E.128 inlined, operands in registers, bad operands refused at compile
 time naming the argument; v7's 8 vector loads, 8 shared 16-byte reads and 8 vector stores per
-thread, one barrier per path, launch bounds met without spills."""
+thread for every element size (byte_perm packing for 1- and 2-byte elements), launch bounds met
+without spills."""
 
 import os
 
@@ -56,13 +57,19 @@ def test_gmem_rejects_bad_operands():
         compile_kernel(bad_offset, "void(float32[::1], float32[::1])")
 
 
-@pytest.mark.parametrize("itemsize, word", [(4, "uint32"), (8, "uint64")])
-def test_v7_vec16_sass(itemsize, word):
+@pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
+def test_v7_vec16_sass(itemsize):
     from numba_tma.kernels import transpose_vec as tv
 
-    kb = compile_kernel(tv._kernel(itemsize)[0], f"void({word}[::1], {word}[::1], int64, int64)")
+    trows, cols, threads, min_blocks = tv.TILES[itemsize]
+    kernel, word, pack, _, _ = tv._kernel(itemsize, trows, cols, threads, min_blocks)
+    kb = compile_kernel(kernel, f"void({word}[::1], {word}[::1], uint{8 * itemsize}[::1], "
+                                f"uint{8 * itemsize}[::1], int64, int64)")
     check_clean(kb)
     assert kb.count("LDG.E.128") == tv.LOADS and kb.count("STG.E.128") == tv.LOADS
     assert kb.count("LDS.128") == tv.LOADS
-    assert kb.barriers == 1 and kb.count("BAR.SYNC") == 2      # one per path: full, partial
-    assert kb.registers <= 65536 // (tv.THREADS * tv.MIN_BLOCKS)
+    assert kb.barriers == 1 and kb.count("BAR.SYNC") == (2 if pack == 1 else 1)  # partial path
+    # Packed elements: 2 byte_perms per word for fp16 pairs, 8 per 4 words for a uint8 4 x 4.
+    assert kb.count("PRMT") >= {1: 0, 2: 2 * 4 * tv.LOADS // 2, 4: 2 * 4 * tv.LOADS}[pack]
+    assert kb.registers <= 65536 // (threads * min_blocks)
+    assert kb.shared_bytes == trows * cols * np.dtype(word).itemsize

@@ -1,29 +1,35 @@
-"""``v7_vec16``: the shared-memory transpose with 16-byte global accesses (no TMA), for 4- and
-8-byte elements.
+"""``v7_vec16``: the shared-memory transpose with 16-byte global accesses (no TMA), for every
+element size.
 
 Why: the H100 runs a plain Triton transpose (64 x 64 fp32 tiles, 4 warps, ``ld/st.global.v4``)
 at 96% of a device copy, while the 8-byte-word ``v6_packed`` and the TMA kernels stop at 92-93%
 (measured in one run, 32768^2 fp32). numba cannot emit 128-bit global accesses, so this kernel
 takes them from :mod:`numba_tma.gmem` (and :mod:`numba_tma.smem` for the shared side).
 
-A block of 128 threads moves a tile of 64 src rows x 256 bytes (64 fp32 or 32 fp64 columns):
+The shared tile holds *words*: an fp32 or fp64 element, or ``pack`` = 2 fp16 / 4 uint8 elements
+of consecutive src rows in one column (so one word is one 4-byte piece of an out row). A block
+moves a tile of ``trows`` word rows x ``cols`` columns (``TILES``, chosen so that every src and
+out row segment is 256 bytes: 64 x 256 B tiles for 4- and 8-byte elements, 128 x 128 fp16,
+256 x 256 uint8; the same tile shape with 128-byte segments measured 93% / 88% of copy for
+fp16 / uint8 instead of 96.7 / 96.4):
 
-1. every thread loads 8 vectors of 16 bytes (``LDG.E.128``); a warp's instruction covers 2 rows
-   x 256 contiguous bytes;
-2. it scatters their elements into the shared tile stored transposed, ``tile[c][r]``, with the
-   16-byte chunks of each tile row XOR-swizzled by ``(c / kv) % 8`` (kv = elements per vector),
-   so the reads below stay whole 16-byte chunks; the element writes are 2-way bank-conflicted
-   (a 4 rows x 128 B load mapping makes them conflict-free but measured slower, see
+1. every thread loads 8 vectors of 16 bytes (``LDG.E.128``); a warp instruction covers 2 rows x
+   256 contiguous bytes. For packed elements a thread loads the same columns of ``pack``
+   consecutive rows and ``byte_perm`` (``PRMT``) interleaves them into words;
+2. it scatters the words into the shared tile stored transposed, ``tile[c][r]``, with the
+   16-byte chunks of each tile row XOR-permuted by ``c / (4 * pack) % 8`` so that the words one
+   store instruction writes fall on distinct bank quads (2-way conflicts: a warp covers only 2
+   rows; a 4 rows x 128 B load mapping makes them conflict-free but measured slower, see
    ``LANES_PER_ROW``);
 3. after one ``syncthreads`` every thread reads 8 chunks of 16 bytes (``LDS.128``, each group of 8
    lanes on 8 distinct bank quads) and stores them as 16-byte vectors of the out rows
    (``STG.E.128``).
 
-Tiles are rastered row-major (the tile column varies fastest, as Triton's grid does): the blocks
-running together read whole src rows. Partial edge tiles take an element-wise path. The vector
-path needs both row pitches and both base addresses to be multiples of 16 bytes; otherwise
+Tiles are rastered row-major (the tile column varies fastest, as Triton's grid does; grouped
+rasters measured 0.5-1% slower). Partial edge tiles take an element-wise path. The vector path
+needs both row pitches and both base addresses to be multiples of 16 bytes; otherwise
 :func:`v7_vec16` runs ``v6_packed`` (so it does under the CUDA simulator, which cannot run the
-PTX wrappers; CI compiles the kernel for sm_90a and checks its SASS instead).
+PTX wrappers; CI compiles the kernels for sm_90a and checks their SASS instead).
 """
 
 import functools
@@ -31,129 +37,196 @@ import functools
 import numpy as np
 from numba import config as numba_config
 from numba import cuda
+from numba.cuda import libdevice
 
 from .. import gmem, smem
 from . import transpose_classic as tc
 
-__all__ = ["v7_vec16", "applies", "THREADS"]
+__all__ = ["v7_vec16", "applies", "TILES"]
 
-THREADS = 128
 VEC = 16                     # bytes per global and shared vector access
-ROWS = 64                    # src rows per tile (= out elements per out-row segment)
-ROW_BYTES = 256              # src bytes per tile row
 LOADS = 8                    # 16-byte vectors per thread per tile
 SWIZZLE_CHUNKS = 8           # XOR period of the shared tile's 16-byte chunks
-ITEMSIZES = (4, 8)
-# Measured on the H100, 32768^2, one run (% of copy, fp32 / fp64): a warp's load covering 2 rows x
-# 256 B with 12 blocks per SM (40 registers) 96.3 / 95.7; 2 x 256 B, 8 blocks 96.0 / 95.2;
-# 4 rows x 128 B (conflict-free shared writes), 8 blocks 95.3 / 94.0, 12 blocks 93.5 / 92.9.
-LANES_PER_ROW = 16          # load phase: lanes of a warp per src row (16 x 16 B = 256 B)
-MIN_BLOCKS = 12             # launch bounds: 12 resident blocks per SM, 40 registers per thread
+# itemsize: (word rows, src columns, threads, resident blocks per SM for the launch bounds).
+# Measured on the H100, 32768^2, % of copy: fp32 / fp64 with 12 blocks (40 registers) 96.3 /
+# 95.7, 8 blocks 96.0 / 95.2; fp16 6 blocks 96.7, 4 blocks 95.2, 64 x 64-word tiles 93.3; uint8
+# 2 blocks 96.4, 3 blocks 96.1, 64 x 128-column tiles 93.8.
+TILES = {1: (64, 256, 512, 2), 2: (64, 128, 256, 6), 4: (64, 64, 128, 12), 8: (64, 32, 128, 12)}
+# Load phase, lanes of a warp per src row (16 x 16 B = 256 B). fp32 / fp64: 4 rows x 128 B
+# (conflict-free shared writes) measured 95.3 / 94.0 with 8 blocks, 93.5 / 92.9 with 12.
+LANES_PER_ROW = 16
 
 
 def applies(src, out, M, N):
-    """Whether the vector path applies: 4- or 8-byte elements, 16-byte row pitches and bases, and
-    a real GPU (the simulator cannot run the PTX wrappers)."""
+    """Whether the vector path applies: 16-byte row pitches and bases, and a real GPU (the
+    simulator cannot run the PTX wrappers)."""
     itemsize = np.dtype(src.dtype).itemsize
-    return (not numba_config.ENABLE_CUDASIM and itemsize in ITEMSIZES and (M * itemsize) % VEC == 0 and (N * itemsize) % VEC == 0
+    return (not numba_config.ENABLE_CUDASIM and itemsize in TILES
+            and (M * itemsize) % VEC == 0 and (N * itemsize) % VEC == 0
             and tc._device_pointer(src) % VEC == 0 and tc._device_pointer(out) % VEC == 0)
 
 
+def _words(itemsize):
+    """(word dtype, pack): the transposed tile holds words of `pack` elements from consecutive
+    src rows (one column); 1- and 2-byte elements are packed into 32-bit words."""
+    if itemsize == 8:
+        return np.dtype(np.uint64), 1
+    return np.dtype(np.uint32), 4 // itemsize
+
+
 @functools.cache
-def _kernel(itemsize, lanes_per_row=LANES_PER_ROW, min_blocks=MIN_BLOCKS):
-    word = np.dtype(np.uint32) if itemsize == 4 else np.dtype(np.uint64)
-    kv = VEC // itemsize                     # elements per vector
-    wpe = itemsize // 4                      # 32-bit registers per element
-    cols = ROW_BYTES // itemsize             # src columns per tile
-    vpr = cols // kv                         # vectors per src row (16)
-    out_vpr = ROWS // kv                     # vectors per out-row segment (16 or 32)
-    # Load phase: a warp instruction covers 32 / lanes_per_row rows x lanes_per_row vectors.
+def _kernel(itemsize, trows, cols, threads, min_blocks, lanes_per_row=LANES_PER_ROW):
+    """The kernel for one element size and tile: `trows` rows of words (trows * pack src rows)
+    x `cols` src columns, `threads` threads of LOADS vectors each."""
+    word, pack = _words(itemsize)
+    wsize = word.itemsize
+    kv = VEC // wsize                        # words per vector
+    wpe = wsize // 4                         # 32-bit registers per word
+    vpr = cols // kv                         # vectors per tile row of words
+    out_vpr = trows // kv                    # vectors per out-row segment
+    warps = threads // 32
+    # Load phase, 4- and 8-byte elements: a warp instruction covers 32 / lanes_per_row rows x
+    # lanes_per_row vectors.
     halves = vpr // lanes_per_row
     rows_per_warp = 32 // lanes_per_row
     lshift = lanes_per_row.bit_length() - 1
-    assert LOADS * THREADS == ROWS * vpr == cols * out_vpr
-    tile_elems = cols * ROWS
+    # Load phase, packed (1- and 2-byte) elements: a tile row of words is `pack` src row
+    # segments of cols * itemsize bytes; a unit is one vector from each of those rows (same
+    # columns), `pack` vectors that byte_perm turns into 4 * pack words of one tile row.
+    seg_vecs = vpr // pack                   # vectors per src row segment
+    seg_shift = seg_vecs.bit_length() - 1
+    units = LOADS // pack                    # units per thread
+    unit_rows = 32 // seg_vecs               # tile rows per warp instruction
+    assert LOADS * threads == trows * vpr == cols * out_vpr
+    assert pack == 1 or units * warps * unit_rows == trows
+    tile_elems = cols * trows
     out_shift = out_vpr.bit_length() - 1
     kv_shift = kv.bit_length() - 1
+    # The chunks of tile row c are XOR-permuted by c / (kv * pack): the columns one store
+    # instruction writes (one per vector of the lanes) then fall on distinct bank quads.
+    swz_shift = kv_shift + pack.bit_length() - 1
+    swz_mask = min(SWIZZLE_CHUNKS, out_vpr) - 1
     nregs = LOADS * 4
+    src_rows = trows * pack                  # src rows per tile
 
     @cuda.jit(device=True, inline=True)
     def pos(c, r):
-        # Shared position of element (src column c, src row r): tile row c, 16-byte chunks
-        # XOR-swizzled by c's chunk index mod 8.
-        return c * ROWS + (r ^ (((c >> kv_shift) & (SWIZZLE_CHUNKS - 1)) << kv_shift))
+        # Shared position of word (column c, tile row r): tile row c, 16-byte chunks permuted.
+        return c * trows + (r ^ (((c >> swz_shift) & swz_mask) << kv_shift))
 
     @cuda.jit(device=True, inline=True)
     def element(regs, i, e):
-        # Element e of loaded vector i, from its 32-bit registers.
+        # Word e of loaded vector i, from its 32-bit registers.
         if wpe == 1:
             return regs[i * 4 + e]
         return (np.uint64(regs[i * 4 + 2 * e + 1]) << np.uint64(32)) | np.uint64(regs[i * 4 + 2 * e])
 
-    @cuda.jit(launch_bounds=(THREADS, min_blocks))
-    def transpose_v7_vec16(src, out, M, N):
+    @cuda.jit(launch_bounds=(threads, min_blocks))
+    def transpose_v7_vec16(src, out, src_e, out_e, M, N):
+        # src/out: the buffers as words (vector path); src_e/out_e: as elements (edge tiles).
         tile = cuda.shared.array(tile_elems, word, alignment=VEC)
         tid = cuda.threadIdx.x
         lane = tid & 31
         w = tid >> 5
         b = cuda.blockIdx.z
-        R0 = cuda.blockIdx.y * ROWS              # row-major raster: tile columns vary fastest
+        R0 = cuda.blockIdx.y * src_rows          # row-major raster: tile columns vary fastest
         C0 = cuda.blockIdx.x * cols
-        sbase = b * M * N
+        sbase = b * M * N                        # in elements
         obase = b * N * M
-        if R0 + ROWS <= M and C0 + cols <= N:
+        if R0 + src_rows <= M and C0 + cols <= N:
             regs = cuda.local.array(nregs, np.uint32)
-            for i in range(LOADS):
-                g = i * 4 + w                           # 32 warp-sized groups of vectors
-                r = (g // halves) * rows_per_warp + (lane >> lshift)
-                v = (g % halves) * lanes_per_row + (lane & (lanes_per_row - 1))
-                gmem.load_v4(regs[i * 4:], src, (sbase + (R0 + r) * N + C0 + v * kv) * itemsize)
-            for i in range(LOADS):
-                g = i * 4 + w
-                r = (g // halves) * rows_per_warp + (lane >> lshift)
-                v = (g % halves) * lanes_per_row + (lane & (lanes_per_row - 1))
-                for e in range(kv):
-                    tile[pos(v * kv + e, r)] = element(regs, i, e)
+            if pack == 1:
+                for i in range(LOADS):
+                    g = i * warps + w                       # warp-sized groups of vectors
+                    r = (g // halves) * rows_per_warp + (lane >> lshift)
+                    v = (g % halves) * lanes_per_row + (lane & (lanes_per_row - 1))
+                    gmem.load_v4(regs[i * 4:], src, (sbase + (R0 + r) * N + C0 + v * kv) * itemsize)
+                for i in range(LOADS):
+                    g = i * warps + w
+                    r = (g // halves) * rows_per_warp + (lane >> lshift)
+                    v = (g % halves) * lanes_per_row + (lane & (lanes_per_row - 1))
+                    for e in range(kv):
+                        tile[pos(v * kv + e, r)] = element(regs, i, e)
+            else:
+                for i in range(units):
+                    r = (i * warps + w) * unit_rows + (lane >> seg_shift)      # tile row
+                    v = lane & (seg_vecs - 1)
+                    for t in range(pack):
+                        gmem.load_v4(regs[(i * pack + t) * 4:], src,
+                                     (sbase + (R0 + r * pack + t) * N + C0 + v * kv * pack) * itemsize)
+                for i in range(units):
+                    r = (i * warps + w) * unit_rows + (lane >> seg_shift)
+                    c = (lane & (seg_vecs - 1)) * kv * pack
+                    for j in range(4):
+                        a = regs[i * pack * 4 + j]
+                        bb = regs[(i * pack + 1) * 4 + j]
+                        if pack == 2:
+                            # Halves of rows 2r and 2r + 1: low halves are column c + 2j.
+                            tile[pos(c + 2 * j, r)] = libdevice.byte_perm(a, bb, 0x5410)
+                            tile[pos(c + 2 * j + 1, r)] = libdevice.byte_perm(a, bb, 0x7632)
+                        else:
+                            # 4 x 4 byte transpose of rows 4r .. 4r + 3.
+                            cc = regs[(i * pack + 2) * 4 + j]
+                            d = regs[(i * pack + 3) * 4 + j]
+                            ab_lo = libdevice.byte_perm(a, bb, 0x5140)
+                            ab_hi = libdevice.byte_perm(a, bb, 0x7362)
+                            cd_lo = libdevice.byte_perm(cc, d, 0x5140)
+                            cd_hi = libdevice.byte_perm(cc, d, 0x7362)
+                            tile[pos(c + 4 * j, r)] = libdevice.byte_perm(ab_lo, cd_lo, 0x5410)
+                            tile[pos(c + 4 * j + 1, r)] = libdevice.byte_perm(ab_lo, cd_lo, 0x7632)
+                            tile[pos(c + 4 * j + 2, r)] = libdevice.byte_perm(ab_hi, cd_hi, 0x5410)
+                            tile[pos(c + 4 * j + 3, r)] = libdevice.byte_perm(ab_hi, cd_hi, 0x7632)
             cuda.syncthreads()
+            Mw = M // pack                         # out row length in words
             for i in range(LOADS):
-                q = i * THREADS + tid
+                q = i * threads + tid
                 j = q >> out_shift                     # out row within the tile
                 u = q & (out_vpr - 1)                  # vector within the out-row segment
-                chunk = u ^ ((j >> kv_shift) & (SWIZZLE_CHUNKS - 1))
-                smem.load_v4(regs[i * 4:], tile, (j * ROWS + chunk * kv) * itemsize)
+                chunk = u ^ ((j >> swz_shift) & swz_mask)
+                smem.load_v4(regs[i * 4:], tile, (j * trows + chunk * kv) * wsize)
             for i in range(LOADS):
-                q = i * THREADS + tid
+                q = i * threads + tid
                 j = q >> out_shift
                 u = q & (out_vpr - 1)
-                gmem.store_v4(out, (obase + (C0 + j) * M + R0 + u * kv) * itemsize, regs[i * 4:])
-        else:
+                gmem.store_v4(out, ((obase // pack + (C0 + j) * Mw + R0 // pack + u * kv) * wsize), regs[i * 4:])
+        elif pack == 1:
             # Partial tile: element by element, same shared layout.
-            for idx in range(tid, tile_elems, THREADS):
+            for idx in range(tid, tile_elems, threads):
                 r = idx // cols
                 c = idx - r * cols
                 if R0 + r < M and C0 + c < N:
                     tile[pos(c, r)] = src[sbase + (R0 + r) * N + C0 + c]
             cuda.syncthreads()
-            for idx in range(tid, tile_elems, THREADS):
-                j = idx // ROWS
-                r = idx - j * ROWS
+            for idx in range(tid, tile_elems, threads):
+                j = idx // trows
+                r = idx - j * trows
                 if R0 + r < M and C0 + j < N:
                     out[obase + (C0 + j) * M + R0 + r] = tile[pos(j, r)]
+        else:
+            # Partial tile of packed elements: element by element, global to global (reads
+            # coalesced along src rows); edge tiles are a thin frame of the matrix.
+            for idx in range(tid, src_rows * cols, threads):
+                r = idx // cols
+                c = idx - r * cols
+                if R0 + r < M and C0 + c < N:
+                    out_e[obase + (C0 + c) * M + R0 + r] = src_e[sbase + (R0 + r) * N + C0 + c]
 
-    return transpose_v7_vec16, word, cols
+    return transpose_v7_vec16, word, pack, cols, src_rows
 
 
 def v7_vec16(src, out, stream=0):
-    """Rung 7: 16-byte global and shared accesses, 64 x 256-byte tiles, 128 threads (see the
-    module docstring). 4- and 8-byte elements with 16-byte-aligned rows; anything else runs
-    ``v6_packed``."""
+    """Rung 7: 16-byte global and shared accesses, tiles of 256-byte row segments (see the module
+    docstring). Rows and bases that are not 16-byte multiples run ``v6_packed``."""
     src, out, B, M, N = tc._check(src, out)
     if B * M * N == 0:
         return
     if not applies(src, out, M, N):
         return tc.v6_packed(src, out, stream)
     itemsize = np.dtype(src.dtype).itemsize
-    kern, word, cols = _kernel(itemsize)
+    threads = TILES[itemsize][2]
+    kern, word, pack, cols, src_rows = _kernel(itemsize, *TILES[itemsize])
+    elem = np.dtype(f"u{itemsize}")
     total = B * M * N
-    grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M, ROWS), B, "v7_vec16")
-    kern[grid, THREADS, stream](src.reshape(total).view(word), out.reshape(total).view(word), M, N)
+    s_e, o_e = src.reshape(total).view(elem), out.reshape(total).view(elem)
+    grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M, src_rows), B, "v7_vec16")
+    kern[grid, threads, stream](s_e.view(word), o_e.view(word), s_e, o_e, M, N)

@@ -5,7 +5,7 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import random_array
-from numba_tma.kernels import transpose_classic, transpose_tma
+from numba_tma.kernels import transpose_classic
 from numba_tma.transpose import choose_kernel, transpose, transpose_kernels
 
 # TMA-legal shapes (rows of src and out a multiple of 16 bytes) that are not tile multiples.
@@ -45,12 +45,10 @@ def test_seed_tma_kernels_refuse_other_sizes(name):
         run(name, random_array((1, 64, 64), np.float16))
 
 
-def test_transpose_picks_tma_or_classic():
-    a = cuda.to_device(random_array((64, 96), np.float16))
-    assert choose_kernel(a, cuda.device_array((96, 64), np.float16)) == transpose_tma.BEST
-    odd = cuda.to_device(random_array((33, 45), np.float32))        # 180-byte rows: no TMA
+def test_transpose_picks_vectors_or_classic():
+    odd = cuda.to_device(random_array((33, 45), np.float32))        # 180-byte rows: no vectors
     assert choose_kernel(odd, cuda.device_array((45, 33), np.float32)) == transpose_classic.BEST
-    for dtype in (np.float32, np.float64, np.int64):                # 16-byte rows: vectors
+    for dtype in (np.uint8, np.float16, np.float32, np.float64, np.int64):  # 16-byte rows
         a = cuda.to_device(random_array((64, 96), dtype))
         assert choose_kernel(a, cuda.device_array((96, 64), dtype)) == "v7_vec16"
 

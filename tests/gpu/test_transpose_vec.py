@@ -1,6 +1,6 @@
 """16-byte global accesses (numba_tma.gmem) and the v7_vec16 transpose on the GPU: exact results
-for tile multiples, partial tiles, batches and every 4- and 8-byte dtype; the fallback to
-v6_packed for shapes and views the vector path cannot take."""
+for tile multiples, partial tiles, batches and every element size; the fallback to v6_packed for
+shapes and views the vector path cannot take."""
 
 import numpy as np
 import pytest
@@ -35,12 +35,16 @@ def test_gmem_load_store_v4_roundtrip():
     np.testing.assert_array_equal(out.copy_to_host(), want)
 
 
+# Tile multiples and partial tiles for every element size (tiles: 64 x 64 fp32, 64 x 32 fp64,
+# 128 x 128 fp16, 256 x 256 uint8); shapes whose rows are not 16-byte multiples are skipped.
 SHAPES = [(1, 64, 64), (1, 128, 192), (1, 200, 136), (3, 36, 4100), (2, 1000, 1032),
-          (1, 4, 8), (1, 2048, 2048)]
+          (1, 4, 8), (1, 2048, 2048), (2, 1008, 1040), (1, 272, 528), (3, 48, 4112),
+          (1, 512, 256)]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64, np.int64])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.float16, np.int16, np.float32,
+                                   np.int32, np.float64, np.int64])
 def test_v7_exact(dtype, shape):
     a = random_array(shape, dtype)
     if (shape[-1] * a.itemsize) % 16 or (shape[-2] * a.itemsize) % 16:
@@ -52,8 +56,8 @@ def test_v7_exact(dtype, shape):
     np.testing.assert_array_equal(out.copy_to_host(), np.swapaxes(a, -1, -2))
 
 
-@pytest.mark.parametrize("dtype,shape", [(np.float32, (1, 37, 45)), (np.float16, (1, 64, 96)),
-                                         (np.uint8, (2, 48, 80)), (np.float64, (1, 33, 6))])
+@pytest.mark.parametrize("dtype,shape", [(np.float32, (1, 37, 45)), (np.float16, (1, 36, 100)),
+                                         (np.uint8, (2, 40, 72)), (np.float64, (1, 33, 6))])
 def test_v7_falls_back_where_vectors_do_not_fit(dtype, shape):
     a = random_array(shape, dtype)
     src = cuda.to_device(a)
