@@ -10,8 +10,8 @@ The shared tile holds *words*: an fp32 or fp64 element, or ``pack`` = 2 fp16 / 4
 of consecutive src rows in one column (so one word is one 4-byte piece of an out row). A block
 moves a tile of ``trows`` word rows x ``cols`` columns (``TILES``, chosen so that every src and
 out row segment is 256 bytes: 64 x 256 B tiles for 4- and 8-byte elements, 128 x 128 fp16,
-256 x 256 uint8; the same tile shape with 128-byte segments measured 93% / 88% of copy for
-fp16 / uint8 instead of 96.7 / 96.4):
+256 x 256 uint8; 64 x 64-word tiles, with 128- and 64-byte src segments, measured 93.3 / 88.1% of
+copy for fp16 / uint8 instead of 96.7 / 96.4):
 
 1. every thread loads 8 vectors of 16 bytes (``LDG.E.128``); a warp instruction covers 2 rows x
    256 contiguous bytes. For packed elements a thread loads the same columns of ``pack``
@@ -26,7 +26,7 @@ fp16 / uint8 instead of 96.7 / 96.4):
    (``STG.E.128``).
 
 Tiles are rastered row-major (the tile column varies fastest, as Triton's grid does; grouped
-rasters measured 0.5-1% slower). Partial edge tiles take an element-wise path. The vector path
+rasters measured 0.3-1% slower). Partial edge tiles take an element-wise path. The vector path
 needs both row pitches and both base addresses to be multiples of 16 bytes; otherwise
 :func:`v7_vec16` runs ``v6_packed`` (so it does under the CUDA simulator, which cannot run the
 PTX wrappers; CI compiles the kernels for sm_90a and checks their SASS instead).
@@ -188,7 +188,8 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, lanes_per_row=LANES_PER_
                 q = i * threads + tid
                 j = q >> out_shift
                 u = q & (out_vpr - 1)
-                gmem.store_v4(out, ((obase // pack + (C0 + j) * Mw + R0 // pack + u * kv) * wsize), regs[i * 4:])
+                at = obase // pack + (C0 + j) * Mw + R0 // pack + u * kv      # in words
+                gmem.store_v4(out, at * wsize, regs[i * 4:])
         elif pack == 1:
             # Partial tile: element by element, same shared layout.
             for idx in range(tid, tile_elems, threads):
