@@ -3,8 +3,8 @@
 ``src`` is a 2-D (M, N) or batched 3-D (B, M, N) CUDA array (numba, CuPy, or torch, including
 torch bfloat16) with 1-, 2-, 4- or 8-byte elements; the result is (N, M) or (B, N, M), C-contiguous.
 Where both row pitches and base addresses are multiples of 16 bytes, ``v7_vec16`` runs (16-byte
-global accesses; the fastest measured on the H100 for every element size, 96-97% of a copy at
-32768^2, ahead of the TMA kernels' 89-92%; a tensor map needs the same alignment, so TMA never
+global accesses; the fastest measured on the H100 for every element size, 95.7-96.3% of a copy at
+32768^2, ahead of tma_pipelined's 88.8-92.1%; a tensor map needs the same alignment, so TMA never
 applies where v7 does not). Otherwise the fastest classic kernel runs.
 """
 
