@@ -46,8 +46,11 @@ def test_seed_tma_kernels_refuse_other_sizes(name):
 
 
 def test_transpose_picks_vectors_or_classic():
-    odd = cuda.to_device(random_array((33, 45), np.float32))        # 180-byte rows: no vectors
-    assert choose_kernel(odd, cuda.device_array((45, 33), np.float32)) == transpose_classic.BEST
+    # 180-byte rows: no v7; the realigning v8_sector for 4 bytes, the classic kernel for 1.
+    odd = cuda.to_device(random_array((33, 45), np.float32))
+    assert choose_kernel(odd, cuda.device_array((45, 33), np.float32)) == "v8_sector"
+    odd = cuda.to_device(random_array((33, 45), np.uint8))
+    assert choose_kernel(odd, cuda.device_array((45, 33), np.uint8)) == transpose_classic.BEST
     for dtype in (np.uint8, np.float16, np.float32, np.float64, np.int64):  # 16-byte rows
         a = cuda.to_device(random_array((64, 96), dtype))
         assert choose_kernel(a, cuda.device_array((96, 64), dtype)) == "v7_vec16"
