@@ -101,13 +101,23 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
         return c * trows + (((s >> kv_shift) ^ ((c >> kv_shift) & swz_mask)) << kv_shift) + (s & (kv - 1))
 
     @cuda.jit(device=True, inline=True)
+    def src_phase(src_mis, at):
+        # Elements between src element `at` and the 16-byte boundary below it.
+        return ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
+
+    @cuda.jit(device=True, inline=True)
+    def part(word, t):
+        # Element t of a 32-bit word holding 1- or 2-byte elements.
+        return (word >> np.uint32(8 * itemsize * t)) & np.uint32((1 << (8 * itemsize)) - 1)
+
+    @cuda.jit(device=True, inline=True)
     def element(regs, k, t):
         # Element t of 32-bit word k of regs; for 8-byte elements, element k (words 2k, 2k + 1).
         if itemsize == 8:
             return (np.uint64(regs[2 * k + 1]) << np.uint64(32)) | np.uint64(regs[2 * k])
         if itemsize == 4:
             return regs[k]
-        return (regs[k] >> np.uint32(8 * itemsize * t)) & np.uint32((1 << (8 * itemsize)) - 1)
+        return part(regs[k], t)
 
     @cuda.jit(device=True, inline=True)
     def put(tile, r, c, d_out, mbytes, scratch, value):
@@ -141,8 +151,7 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
                     word = w2
                 if k == 3:
                     word = w3
-                put(tile, r, first + j, d_out, mbytes, scratch,
-                    (word >> np.uint32(8 * itemsize * (j % epw))) & np.uint32((1 << (8 * itemsize)) - 1))
+                put(tile, r, first + j, d_out, mbytes, scratch, part(word, j % epw))
 
     @cuda.jit(launch_bounds=(threads, min_blocks))
     def transpose_v8_sector(src, out, M, N, src_mis, out_mis):
@@ -169,34 +178,34 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
             for i in range(LOADS):
                 r = (i * warps + w) * rows_per_warp + (lane >> 4)
                 at = sbase + (R0 + r) * N + C0
-                d = ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
+                d = src_phase(src_mis, at)
                 gmem.load_v4(regs[i * 4:], src, (at - d + (lane & 15) * kv) * itemsize)
             for h in range(halo_loads):
                 hrow = (h * warps + w) * rows_per_warp + (lane >> 4)
                 if hrow < halo:
                     at = first + hrow * N
-                    d = ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
+                    d = src_phase(src_mis, at)
                     gmem.load_v4(regs[(LOADS + h) * 4:], src, (at - d + (lane & 15) * kv) * itemsize)
             if tid < trows + halo:
                 at = first + tid * N
-                d = ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
+                d = src_phase(src_mis, at)
                 if d != 0:
                     gmem.load_v4(extra, src, (at - d + cols) * itemsize)
             for i in range(LOADS):
                 r = (i * warps + w) * rows_per_warp + (lane >> 4)
                 at = sbase + (R0 + r) * N + C0
-                d = ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
+                d = src_phase(src_mis, at)
                 scatter(tile, regs[i * 4:], r, (lane & 15) * kv - d, d_out, mbytes, scratch)
             for h in range(halo_loads):
                 hrow = (h * warps + w) * rows_per_warp + (lane >> 4)
                 if hrow < halo:
                     at = first + hrow * N
-                    d = ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
+                    d = src_phase(src_mis, at)
                     scatter(tile, regs[(LOADS + h) * 4:], hrow - halo, (lane & 15) * kv - d, d_out,
                             mbytes, scratch)
             if tid < trows + halo:
                 at = first + tid * N
-                d = ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
+                d = src_phase(src_mis, at)
                 if d != 0:
                     scatter(tile, extra, tid - halo, cols - d, d_out, mbytes, scratch)
             cuda.syncthreads()
