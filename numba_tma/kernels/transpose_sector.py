@@ -16,11 +16,16 @@ rows it writes, and writes each with aligned 16-byte stores of one warp instruct
    out row exactly once (``ceil((M + S - 1) / TR)`` tile rows, ``S`` elements per sector).
 2. So a tile needs src rows ``R0 - (S - 1) .. R0 + TR``: ``S - 1`` halo rows above its own (7 for
    fp32), read again by the tile above (mostly from L2). Src rows are loaded with aligned 16-byte
-   vectors from ``C0 - d_r`` (``d_r``: the row's misalignment at ``C0``), 16 per row, plus a 17th
-   per row for its last ``d_r`` columns.
-3. Each element goes to the transposed shared tile, row ``c``, slot ``r - R0 + p_c``, or to a
-   per-thread scratch slot if that is outside ``0 .. TR`` (another tile owns it) or ``c`` is
-   outside the tile. Slots are XOR-swizzled by 16-byte chunk as in v7.
+   vectors from ``C0 - d_r`` (``d_r``: the row's misalignment at ``C0``), one per lane, 16 or 32
+   lanes per row, plus one more per row for its last ``d_r`` columns.
+3. Each element goes to the transposed shared tile, row ``c``, slot ``r - R0 + p_c``. The tile
+   is padded on all four sides, so the elements another tile owns (slots outside ``0 .. TR``,
+   columns outside the tile) land in padding: no test, no select. A thread's rows are ``step``
+   apart, and ``step * itemsize`` is 32 or 64 bytes, so at any row pitch they share ``d_r``, and
+   with it each vector element's column ``c`` and its ``p_c``: the shared index of element ``k``
+   of the thread's ``i``-th vector is one per-thread value per ``k`` plus ``i * step``, and the
+   scatter is one ``STS`` per element with an immediate offset (1- and 2-byte elements add a
+   shift to extract the element).
 4. After one barrier each out-row segment is read with ``LDS.128`` and written with
    ``STG.E.128``, two lanes per sector.
 
@@ -40,22 +45,21 @@ from numba import cuda
 from .. import gmem, smem
 from . import transpose_classic as tc
 
-__all__ = ["v8_sector", "applies", "TILES", "PREFERRED"]
+__all__ = ["v8_sector", "applies", "TILES"]
 
 VEC = 16                     # bytes per global and shared vector access
 SECTOR = 32                  # bytes per L2 sector: the unit a block owns in an out row
 LOADS = 8                    # aligned 16-byte vectors per thread per tile (plus halo and tail)
-SWIZZLE_CHUNKS = 8           # XOR period of the shared tile's 16-byte chunks
-LANES_PER_ROW = 16           # load phase: a warp instruction covers 2 src rows x 256 bytes
 # itemsize: (slots per out row TR, src columns TC, threads, resident blocks per SM).
-# Measured on the H100 at 32767 x 20001 (% of copy): fp32 64 x 64 87.9, 128 x 64 (256 threads)
-# 88.0, 256 x 64 84.5; owning 64- or 128-byte pieces instead of sectors (more halo rows) gained
-# at most 0.5. Precomputing each thread's per-column phases and rotating the chunk swizzle by the
-# phase (fewer bank conflicts) spilled registers and lost 5-15.
-TILES = {1: (256, 256, 512, 2), 2: (128, 128, 256, 4), 4: (64, 64, 128, 8), 8: (64, 32, 128, 8)}
-# Element sizes transpose() sends here. One-byte elements scatter 16 single bytes per vector into
-# shared memory and run at 24% of copy (v6_packed: 38%), so they stay on v6_packed.
-PREFERRED = (2, 4, 8)
+# Measured on the H100 at 32767 x 20001 (% of copy), padded layout: fp32 64 x 64 88.3, 64 x 128
+# 89.3, 128 x 128 89.2, 128 x 64 88.3; fp64 64 x 32 88.3, 64 x 64 89.3, 128 x 32 86.9; fp16
+# 128 x 128 85.4 (4 blocks per SM) / 87.0 (3), 128 x 256 77.0; uint8 256 x 256 55.6 (v6_packed
+# 37.5). The earlier layout (per-element ownership tests and a scratch slot, ~3x the instructions)
+# ran fp32 87.9, fp64 88.3, fp16 67.6, uint8 24.0. What an odd shape still costs (ncu, fp32, 20032
+# vs 20001 columns, 32768 vs 32767 rows): the same DRAM bytes, but 75% more L2 read requests for
+# misaligned src rows (a 256-byte row segment spans 3 lines instead of 2; -3 points), 38% more
+# write requests and 2.7x the shared bank conflicts for misaligned out rows (-5 points).
+TILES = {1: (256, 256, 512, 2), 2: (128, 128, 256, 3), 4: (64, 128, 256, 4), 8: (64, 64, 256, 4)}
 
 
 def applies(src, out):
@@ -65,40 +69,50 @@ def applies(src, out):
 
 
 @functools.cache
-def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
-    """The kernel for one element size; ``own``: the aligned piece of an out row a block owns
-    (a 32-byte sector; 64 and 128 were measured, see TILES)."""
+def _kernel(itemsize, trows, cols, threads, min_blocks):
+    """The kernel for one element size and tile: returns (kernel, element dtype, halo rows)."""
     kv = VEC // itemsize                     # elements per vector
     kv_shift = kv.bit_length() - 1
     e_shift = itemsize.bit_length() - 1
-    halo = own // itemsize - 1               # src rows above the tile that it may own
-    vpr = cols // kv                         # aligned vectors per src row segment (16)
+    spe = SECTOR // itemsize                 # elements per sector
+    halo = spe - 1                           # src rows above the tile that it may own
     out_vpr = trows // kv                    # aligned chunks per out row segment
-    rows_per_warp = 32 // LANES_PER_ROW
+    lanes = cols // kv                       # lanes per src row in the load phase (16 or 32)
+    lane_shift = lanes.bit_length() - 1
+    rows_per_warp = 32 // lanes
     warps = threads // 32
-    assert vpr == LANES_PER_ROW and LOADS * threads == trows * vpr == cols * out_vpr
-    halo_loads = -(-halo // (rows_per_warp * warps))
-    assert trows * itemsize % own == 0 and trows + halo <= threads
-    tile_elems = cols * trows
-    smem_elems = tile_elems + threads        # + one scratch slot per thread
+    step = rows_per_warp * warps             # src rows between a thread's consecutive vectors
+    assert lanes in (16, 32) and LOADS * threads == trows * lanes == cols * out_vpr
+    # A thread's rows are `step` apart, so they share one 16-byte phase (and with it their
+    # columns and slot offsets); its halo row is one step above its first.
+    assert step * itemsize % VEC == 0 and halo <= step and trows + halo <= threads
+    # Shared layout: tile row c (out row C0 + c) at pad rows + c, slot s at spe + s, so columns
+    # -(kv - 1) .. cols + kv - 2 and slots -(spe - 1) .. trows + spe - 2 (the parts another tile
+    # owns) land in padding and need no test. Row crow starts at crow * pitch plus a skew of one
+    # chunk per kv rows: the kv-apart rows of one scatter instruction's lanes fall in different
+    # banks, and every row's chunks stay 16-byte aligned for LDS.128.
+    pad_rows = kv - 1
+    nrows = cols + 2 * pad_rows
+    pitch = (trows + 2 * spe) // kv          # chunks per tile row
+    assert kv * pitch * VEC % 128 == 0
+    pitch_e = pitch * kv
+    smem_elems = nrows * pitch_e + ((nrows - 1) >> kv_shift) * kv
     out_shift = out_vpr.bit_length() - 1
     col_shift = cols.bit_length() - 1
-    swz_mask = min(SWIZZLE_CHUNKS, out_vpr) - 1
     elem = np.dtype(f"u{itemsize}")
-    nregs = (LOADS + halo_loads) * 4
-    wpr = max(1, itemsize // 4)              # 32-bit words per element
+    nregs = (LOADS + 1) * 4
     epw = max(1, 4 // itemsize)              # elements per 32-bit word
 
     @cuda.jit(device=True, inline=True)
     def phase(d_out, mbytes, c):
         # Elements between out row C0 + c's sector boundary and its column R0.
-        return ((d_out + c * mbytes) & (own - 1)) >> e_shift
+        return ((d_out + c * mbytes) & (SECTOR - 1)) >> e_shift
 
     @cuda.jit(device=True, inline=True)
-    def pos(c, s):
-        # Shared position of slot s (0 .. TR - 1) of tile row c: 16-byte chunks XOR-swizzled by
-        # c / kv mod 8, as in v7.
-        return c * trows + (((s >> kv_shift) ^ ((c >> kv_shift) & swz_mask)) << kv_shift) + (s & (kv - 1))
+    def slot0(c):
+        # Shared index of tile row c's slot 0.
+        crow = c + pad_rows
+        return crow * pitch_e + (crow >> kv_shift) * kv + spe
 
     @cuda.jit(device=True, inline=True)
     def src_phase(src_mis, at):
@@ -106,52 +120,14 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
         return ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
 
     @cuda.jit(device=True, inline=True)
-    def part(word, t):
-        # Element t of a 32-bit word holding 1- or 2-byte elements.
-        return (word >> np.uint32(8 * itemsize * t)) & np.uint32((1 << (8 * itemsize)) - 1)
-
-    @cuda.jit(device=True, inline=True)
-    def element(regs, k, t):
-        # Element t of 32-bit word k of regs; for 8-byte elements, element k (words 2k, 2k + 1).
+    def element(regs, k):
+        # Element k of the vector in regs[0:4].
         if itemsize == 8:
             return (np.uint64(regs[2 * k + 1]) << np.uint64(32)) | np.uint64(regs[2 * k])
         if itemsize == 4:
             return regs[k]
-        return part(regs[k], t)
-
-    @cuda.jit(device=True, inline=True)
-    def put(tile, r, c, d_out, mbytes, scratch, value):
-        # Element (src row R0 + r, tile row c) goes to slot r + p_c if this tile owns it, else
-        # to the thread's scratch slot: selects, not branches, keep the scatter straight-line.
-        s = r + phase(d_out, mbytes, c)
-        at = pos(c, s & (trows - 1))
-        if s < 0 or s >= trows or c < 0 or c >= cols:
-            at = scratch
-        tile[at] = value
-
-    @cuda.jit(device=True, inline=True)
-    def scatter(tile, regs, r, first, d_out, mbytes, scratch):
-        # The elements of the vector in regs[0:4], tile rows first .. first + kv.
-        if itemsize >= 4:
-            for k in range(4 // wpr):
-                put(tile, r, first + k, d_out, mbytes, scratch, element(regs, k, 0))
-        else:
-            # 8 or 16 elements: LLVM may leave this loop rolled, so the words are picked by
-            # selects, never by a run-time index into regs (which would move regs to the stack).
-            w0 = regs[0]
-            w1 = regs[1]
-            w2 = regs[2]
-            w3 = regs[3]
-            for j in range(kv):
-                k = j // epw
-                word = w0
-                if k == 1:
-                    word = w1
-                if k == 2:
-                    word = w2
-                if k == 3:
-                    word = w3
-                put(tile, r, first + j, d_out, mbytes, scratch, part(word, j % epw))
+        t = k % epw
+        return (regs[k // epw] >> np.uint32(8 * itemsize * t)) & np.uint32((1 << (8 * itemsize)) - 1)
 
     @cuda.jit(launch_bounds=(threads, min_blocks))
     def transpose_v8_sector(src, out, M, N, src_mis, out_mis):
@@ -159,8 +135,6 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
         tile = cuda.shared.array(smem_elems, elem, alignment=VEC)
         tid = cuda.threadIdx.x
         lane = tid & 31
-        w = tid >> 5
-        scratch = tile_elems + tid
         b = cuda.blockIdx.z
         R0 = cuda.blockIdx.y * trows
         C0 = cuda.blockIdx.x * cols
@@ -169,51 +143,52 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
         total = cuda.gridDim.z * M * N
         # Byte misalignment of out row C0 at column R0; row C0 + c adds c * (M * itemsize).
         d_out = out_mis + (obase + C0 * M + R0) * itemsize
-        mbytes = (M * itemsize) & (own - 1)
+        mbytes = (M * itemsize) & (SECTOR - 1)
         first = sbase + (R0 - halo) * N + C0             # element index of (R0 - halo, C0)
         last = sbase + (R0 + trows - 1) * N + C0 + cols  # one past the tile's last element
         if R0 >= halo and R0 + trows <= M and C0 + cols <= N and first >= kv and last + kv <= total:
+            # Thread: rows r0 + i * step (i = -1 for a halo row), `lanes` lanes per row, each an
+            # aligned vector from the row's 16-byte boundary below column C0, d elements left.
+            r0 = (tid >> 5) * rows_per_warp + (lane >> lane_shift)
+            at = sbase + (R0 + r0) * N + C0
+            d = src_phase(src_mis, at)
+            vec0 = at - d + (lane & (lanes - 1)) * kv
+            in_halo = r0 >= step - halo
             regs = cuda.local.array(nregs, np.uint32)
             extra = cuda.local.array(4, np.uint32)
             for i in range(LOADS):
-                r = (i * warps + w) * rows_per_warp + (lane >> 4)
-                at = sbase + (R0 + r) * N + C0
-                d = src_phase(src_mis, at)
-                gmem.load_v4(regs[i * 4:], src, (at - d + (lane & 15) * kv) * itemsize)
-            for h in range(halo_loads):
-                hrow = (h * warps + w) * rows_per_warp + (lane >> 4)
-                if hrow < halo:
-                    at = first + hrow * N
-                    d = src_phase(src_mis, at)
-                    gmem.load_v4(regs[(LOADS + h) * 4:], src, (at - d + (lane & 15) * kv) * itemsize)
-            if tid < trows + halo:
-                at = first + tid * N
-                d = src_phase(src_mis, at)
-                if d != 0:
-                    gmem.load_v4(extra, src, (at - d + cols) * itemsize)
+                gmem.load_v4(regs[i * 4:], src, (vec0 + i * step * N) * itemsize)
+            if in_halo:
+                gmem.load_v4(regs[LOADS * 4:], src, (vec0 - step * N) * itemsize)
+            # One more vector per row (thread tid: row tid - halo) for its last d_r columns.
+            xr = tid - halo
+            xat = sbase + (R0 + xr) * N + C0
+            xd = src_phase(src_mis, xat)
+            has_extra = tid < trows + halo and xd != 0
+            if has_extra:
+                gmem.load_v4(extra, src, (xat - xd + cols) * itemsize)
+            # Element k of each vector is column c_k of the tile (the same for all i) and goes
+            # to slot r + p_c: one shared index per k, plus i * step.
+            at_k = cuda.local.array(kv, np.uint32)
+            for k in range(kv):
+                c = (lane & (lanes - 1)) * kv - d + k
+                at_k[k] = slot0(c) + r0 + phase(d_out, mbytes, c)
             for i in range(LOADS):
-                r = (i * warps + w) * rows_per_warp + (lane >> 4)
-                at = sbase + (R0 + r) * N + C0
-                d = src_phase(src_mis, at)
-                scatter(tile, regs[i * 4:], r, (lane & 15) * kv - d, d_out, mbytes, scratch)
-            for h in range(halo_loads):
-                hrow = (h * warps + w) * rows_per_warp + (lane >> 4)
-                if hrow < halo:
-                    at = first + hrow * N
-                    d = src_phase(src_mis, at)
-                    scatter(tile, regs[(LOADS + h) * 4:], hrow - halo, (lane & 15) * kv - d, d_out,
-                            mbytes, scratch)
-            if tid < trows + halo:
-                at = first + tid * N
-                d = src_phase(src_mis, at)
-                if d != 0:
-                    scatter(tile, extra, tid - halo, cols - d, d_out, mbytes, scratch)
+                for k in range(kv):
+                    tile[at_k[k] + np.uint32(i * step)] = element(regs[i * 4:], k)
+            if in_halo:
+                for k in range(kv):
+                    tile[at_k[k] - np.uint32(step)] = element(regs[LOADS * 4:], k)
+            if has_extra:
+                for k in range(kv):
+                    c = cols - xd + k
+                    tile[np.uint32(slot0(c) + xr + phase(d_out, mbytes, c))] = element(extra, k)
             cuda.syncthreads()
             for i in range(LOADS):
                 q = i * threads + tid
                 c = q >> out_shift                         # tile row = out row C0 + c
                 u = q & (out_vpr - 1)
-                smem.load_v4(regs[i * 4:], tile, pos(c, u * kv) * itemsize)
+                smem.load_v4(regs[i * 4:], tile, (slot0(c) + u * kv) * itemsize)
             for i in range(LOADS):
                 q = i * threads + tid
                 c = q >> out_shift
@@ -223,12 +198,12 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
         else:
             # Edge tile, or aligned vectors that would leave src: the same ownership, loaded
             # element by element; chunks inside the out row are still stored whole.
-            for idx in range(tid, tile_elems, threads):
+            for idx in range(tid, trows * cols, threads):
                 c = idx & (cols - 1)
                 s = idx >> col_shift
                 m = R0 - phase(d_out, mbytes, c) + s
                 if m >= 0 and m < M and C0 + c < N:
-                    tile[pos(c, s)] = src[sbase + m * N + C0 + c]
+                    tile[np.uint32(slot0(c) + s)] = src[sbase + m * N + C0 + c]
             cuda.syncthreads()
             vec = cuda.local.array(4, np.uint32)
             for i in range(LOADS):
@@ -239,12 +214,12 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, own=SECTOR):
                 if C0 + c < N:
                     at = obase + (C0 + c) * M + m
                     if m >= 0 and m + kv <= M:
-                        smem.load_v4(vec, tile, pos(c, u * kv) * itemsize)
+                        smem.load_v4(vec, tile, (slot0(c) + u * kv) * itemsize)
                         gmem.store_v4(out, at * itemsize, vec)
                     else:
                         for j in range(kv):
                             if m + j >= 0 and m + j < M:
-                                out[at + j] = tile[pos(c, u * kv + j)]
+                                out[at + j] = tile[np.uint32(slot0(c) + u * kv + j)]
 
     return transpose_v8_sector, elem, halo
 
