@@ -51,15 +51,17 @@ VEC = 16                     # bytes per global and shared vector access
 SECTOR = 32                  # bytes per L2 sector: the unit a block owns in an out row
 LOADS = 8                    # aligned 16-byte vectors per thread per tile (plus halo and tail)
 # itemsize: (slots per out row TR, src columns TC, threads, resident blocks per SM).
-# Measured on the H100 at 32767 x 20001 (% of copy), padded layout: fp32 64 x 64 88.3, 64 x 128
-# 89.3, 128 x 128 89.2, 128 x 64 88.3; fp64 64 x 32 88.3, 64 x 64 89.3, 128 x 32 86.9; fp16
-# 128 x 128 85.4 (4 blocks per SM) / 87.0 (3), 128 x 256 77.0; uint8 256 x 256 55.6 (v6_packed
-# 37.5). The earlier layout (per-element ownership tests and a scratch slot, ~3x the instructions)
-# ran fp32 87.9, fp64 88.3, fp16 67.6, uint8 24.0. What an odd shape still costs (ncu, fp32, 20032
-# vs 20001 columns, 32768 vs 32767 rows): the same DRAM bytes, but 75% more L2 read requests for
-# misaligned src rows (a 256-byte row segment spans 3 lines instead of 2; -3 points), 38% more
-# write requests and 2.7x the shared bank conflicts for misaligned out rows (-5 points).
-TILES = {1: (256, 256, 512, 2), 2: (128, 128, 256, 3), 4: (64, 128, 256, 4), 8: (64, 64, 256, 4)}
+# Measured on the H100 at 32767 x 20001 (% of copy). Padded tile, skew by kv rows only: fp32
+# 64 x 64 88.3, 64 x 128 89.3, 128 x 128 89.2, 128 x 64 88.3; fp64 64 x 32 88.3, 64 x 64 89.3,
+# 128 x 32 86.9; fp16 128 x 128 85.4 (4 blocks per SM) / 87.0 (3), 128 x 256 77.0; uint8
+# 256 x 256 55.6 (v6_packed 37.5). With the skew stepping back where p_c >= kv (ncu had shown
+# 5-7 shared wavefronts per scatter store): uint8 71.4, fp32 64 x 128 90.0 (3 blocks; 4 blocks
+# spill and run 86.9), fp64 89.5, fp16 86.8. The first layout (per-element ownership tests and a
+# scratch slot, ~3x the instructions) ran fp32 87.9, fp64 88.3, fp16 67.6, uint8 24.0. What an
+# odd shape still costs (ncu, fp32 64 x 64, 20032 vs 20001 columns, 32768 vs 32767 rows): the same
+# DRAM bytes, but 75% more L2 read requests for misaligned src rows (a 256-byte row segment spans
+# 3 lines instead of 2; -3 points), 38% more write requests for misaligned out rows (-5 points).
+TILES = {1: (256, 256, 512, 2), 2: (128, 128, 256, 3), 4: (64, 128, 256, 3), 8: (64, 64, 256, 4)}
 
 
 def applies(src, out):
@@ -88,13 +90,14 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
     assert step * itemsize % VEC == 0 and halo <= step and trows + halo <= threads
     # Shared layout: tile row c (out row C0 + c) at pad rows + c, slot s at spe + s, so columns
     # -(kv - 1) .. cols + kv - 2 and slots -(spe - 1) .. trows + spe - 2 (the parts another tile
-    # owns) land in padding and need no test. Row crow starts at crow * pitch plus a skew of one
-    # chunk per kv rows: the kv-apart rows of one scatter instruction's lanes fall in different
-    # banks, and every row's chunks stay 16-byte aligned for LDS.128.
+    # owns) land in padding and need no test. Row crow starts at crow * pitch chunks plus a skew
+    # of one chunk per kv rows, less one chunk where p_c >= kv: the lanes of one scatter
+    # instruction (rows kv apart, whose p_c differ by 0 or kv) then fall in 8 different banks
+    # whatever the out row pitch, and every row's chunks stay 16-byte aligned for LDS.128.
     pad_rows = kv - 1
     nrows = cols + 2 * pad_rows
-    pitch = (trows + 2 * spe) // kv          # chunks per tile row
-    assert kv * pitch * VEC % 128 == 0
+    pitch = (trows + 2 * spe) // kv + 1      # chunks per tile row (+1: the skew may step back)
+    assert (kv * pitch + 1) % 2 == 1         # lane l -> chunk l * (kv * pitch + 1): 8 distinct
     pitch_e = pitch * kv
     smem_elems = nrows * pitch_e + ((nrows - 1) >> kv_shift) * kv
     out_shift = out_vpr.bit_length() - 1
@@ -109,10 +112,10 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
         return ((d_out + c * mbytes) & (SECTOR - 1)) >> e_shift
 
     @cuda.jit(device=True, inline=True)
-    def slot0(c):
-        # Shared index of tile row c's slot 0.
+    def slot0(c, p_c):
+        # Shared index of tile row c's slot 0 (p_c: the row's phase).
         crow = c + pad_rows
-        return crow * pitch_e + (crow >> kv_shift) * kv + spe
+        return crow * pitch_e + ((crow >> kv_shift) + 1 - (p_c >> kv_shift)) * kv + spe
 
     @cuda.jit(device=True, inline=True)
     def src_phase(src_mis, at):
@@ -172,7 +175,8 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
             at_k = cuda.local.array(kv, np.uint32)
             for k in range(kv):
                 c = (lane & (lanes - 1)) * kv - d + k
-                at_k[k] = slot0(c) + r0 + phase(d_out, mbytes, c)
+                p_c = phase(d_out, mbytes, c)
+                at_k[k] = slot0(c, p_c) + r0 + p_c
             for i in range(LOADS):
                 for k in range(kv):
                     tile[at_k[k] + np.uint32(i * step)] = element(regs[i * 4:], k)
@@ -182,13 +186,15 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
             if has_extra:
                 for k in range(kv):
                     c = cols - xd + k
-                    tile[np.uint32(slot0(c) + xr + phase(d_out, mbytes, c))] = element(extra, k)
+                    p_c = phase(d_out, mbytes, c)
+                    tile[np.uint32(slot0(c, p_c) + xr + p_c)] = element(extra, k)
             cuda.syncthreads()
             for i in range(LOADS):
                 q = i * threads + tid
                 c = q >> out_shift                         # tile row = out row C0 + c
                 u = q & (out_vpr - 1)
-                smem.load_v4(regs[i * 4:], tile, (slot0(c) + u * kv) * itemsize)
+                at = slot0(c, phase(d_out, mbytes, c)) + u * kv
+                smem.load_v4(regs[i * 4:], tile, at * itemsize)
             for i in range(LOADS):
                 q = i * threads + tid
                 c = q >> out_shift
@@ -201,25 +207,27 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
             for idx in range(tid, trows * cols, threads):
                 c = idx & (cols - 1)
                 s = idx >> col_shift
-                m = R0 - phase(d_out, mbytes, c) + s
+                p_c = phase(d_out, mbytes, c)
+                m = R0 - p_c + s
                 if m >= 0 and m < M and C0 + c < N:
-                    tile[np.uint32(slot0(c) + s)] = src[sbase + m * N + C0 + c]
+                    tile[np.uint32(slot0(c, p_c) + s)] = src[sbase + m * N + C0 + c]
             cuda.syncthreads()
             vec = cuda.local.array(4, np.uint32)
             for i in range(LOADS):
                 q = i * threads + tid
                 c = q >> out_shift
                 u = q & (out_vpr - 1)
-                m = R0 - phase(d_out, mbytes, c) + u * kv
+                p_c = phase(d_out, mbytes, c)
+                m = R0 - p_c + u * kv
                 if C0 + c < N:
                     at = obase + (C0 + c) * M + m
                     if m >= 0 and m + kv <= M:
-                        smem.load_v4(vec, tile, (slot0(c) + u * kv) * itemsize)
+                        smem.load_v4(vec, tile, (slot0(c, p_c) + u * kv) * itemsize)
                         gmem.store_v4(out, at * itemsize, vec)
                     else:
                         for j in range(kv):
                             if m + j >= 0 and m + j < M:
-                                out[at + j] = tile[np.uint32(slot0(c) + u * kv + j)]
+                                out[at + j] = tile[np.uint32(slot0(c, p_c) + u * kv + j)]
 
     return transpose_v8_sector, elem, halo
 
