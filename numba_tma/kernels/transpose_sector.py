@@ -96,8 +96,9 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
     # whatever the out row pitch, and every row's chunks stay 16-byte aligned for LDS.128.
     pad_rows = kv - 1
     nrows = cols + 2 * pad_rows
-    pitch = (trows + 2 * spe) // kv + 1      # chunks per tile row (+1: the skew may step back)
-    assert (kv * pitch + 1) % 2 == 1         # lane l -> chunk l * (kv * pitch + 1): 8 distinct
+    # Chunks per tile row (+1: the skew may step back). Lane l's row starts at chunk
+    # l * (kv * pitch + 1) mod 8: kv is even, so that multiplier is odd and the 8 are distinct.
+    pitch = (trows + 2 * spe) // kv + 1
     pitch_e = pitch * kv
     smem_elems = nrows * pitch_e + ((nrows - 1) >> kv_shift) * kv
     out_shift = out_vpr.bit_length() - 1
@@ -116,6 +117,12 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
         # Shared index of tile row c's slot 0 (p_c: the row's phase).
         crow = c + pad_rows
         return crow * pitch_e + ((crow >> kv_shift) + 1 - (p_c >> kv_shift)) * kv + spe
+
+    @cuda.jit(device=True, inline=True)
+    def out_chunk(i, tid):
+        # The 16-byte out chunk thread tid moves in its i-th store: (tile row c, chunk u).
+        q = i * threads + tid
+        return q >> out_shift, q & (out_vpr - 1)
 
     @cuda.jit(device=True, inline=True)
     def src_phase(src_mis, at):
@@ -190,15 +197,11 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
                     tile[np.uint32(slot0(c, p_c) + xr + p_c)] = element(extra, k)
             cuda.syncthreads()
             for i in range(LOADS):
-                q = i * threads + tid
-                c = q >> out_shift                         # tile row = out row C0 + c
-                u = q & (out_vpr - 1)
-                at = slot0(c, phase(d_out, mbytes, c)) + u * kv
-                smem.load_v4(regs[i * 4:], tile, at * itemsize)
+                c, u = out_chunk(i, tid)                   # tile row c = out row C0 + c
+                slot = slot0(c, phase(d_out, mbytes, c)) + u * kv
+                smem.load_v4(regs[i * 4:], tile, slot * itemsize)
             for i in range(LOADS):
-                q = i * threads + tid
-                c = q >> out_shift
-                u = q & (out_vpr - 1)
+                c, u = out_chunk(i, tid)
                 m = R0 - phase(d_out, mbytes, c) + u * kv
                 gmem.store_v4(out, (obase + (C0 + c) * M + m) * itemsize, regs[i * 4:])
         else:
@@ -214,9 +217,7 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
             cuda.syncthreads()
             vec = cuda.local.array(4, np.uint32)
             for i in range(LOADS):
-                q = i * threads + tid
-                c = q >> out_shift
-                u = q & (out_vpr - 1)
+                c, u = out_chunk(i, tid)
                 p_c = phase(d_out, mbytes, c)
                 m = R0 - p_c + u * kv
                 if C0 + c < N:
