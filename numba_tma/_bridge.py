@@ -81,6 +81,8 @@ def literal_int(fname, argname, ty, lo, hi):
         value = ty.literal_value
     elif isinstance(ty, types.Omitted) and isinstance(ty.value, int):
         value = ty.value
+    elif isinstance(ty, int) and not isinstance(ty, bool):   # an overload's omitted default
+        value = ty
     else:
         raise errors.TypingError(f"{fname}: {argname} must be a compile-time integer constant "
                                  f"(it is a PTX immediate), got {ty}")

@@ -65,13 +65,21 @@ def index(row, col, row_elems, itemsize, span):
 
 @register_jitable
 def col(row, col, itemsize, span):
-    """Swizzled column of logical ``(row, col)`` in a 2-D tile of ``span // itemsize`` columns.
+    """Swizzled column of logical ``(row, col)`` in a 2-D tile of ``span // itemsize`` columns
+    (``0 <= col < span // itemsize``).
 
     A swizzled row is exactly one span in shared memory and the swizzle never leaves it, so
     ``tile[row, swizzle.col(row, c, itemsize, span)]`` addresses a tile declared with shape
     ``(rows, span // itemsize)`` directly.
     """
-    return byte_offset(row * span + col * itemsize, span) // itemsize - row * (span // itemsize)
+    if span == 0:
+        return col
+    # Row `row` starts in 128-byte line row // (128 // span), and col < span // itemsize keeps
+    # the element in it. The swizzle XORs chunk bits below the span, so it commutes with the
+    # division by an itemsize that divides 16: in a kernel this is shifts and masks, no
+    # 64-bit product and no signed division.
+    line = (row // ((1 << LINE_SHIFT) // span)) & (span // CHUNK_BYTES - 1)
+    return col ^ ((line << 4) // itemsize)
 
 
 def _check_span(span):

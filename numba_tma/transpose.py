@@ -7,9 +7,9 @@ global accesses; the fastest measured on the H100 for every element size, 95.6-9
 32768^2, ahead of tma_pipelined's 88.9-92.5%; a tensor map needs the same alignment, so TMA never
 applies where v7 does not). Elsewhere (odd shapes such as 32767 x 20001, misaligned views)
 ``v8_sector`` runs (16-byte accesses realigned through a padded shared tile, each block writing
-whole 32-byte sectors of its out rows: 32767 x 20001 on the H100 runs at 90.1% of a copy for fp32,
-90.1% for fp64, 86.5% for fp16 and 71.6% for uint8, where the element-wise v6_packed ran 65.4%,
-79.8%, 47.7% and 37.6%). Under the CUDA simulator the fastest classic kernel runs.
+whole 32-byte sectors of its out rows: 32767 x 20001 on the H100 runs at 90.6% of a copy for fp32,
+90.7% for fp64, 87.3% for fp16 and 71.9% for uint8, where the element-wise v6_packed ran 65.4%,
+79.8%, 47.6% and 37.6%). Under the CUDA simulator the fastest classic kernel runs.
 """
 
 from numba import cuda

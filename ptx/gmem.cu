@@ -4,11 +4,19 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-extern "C" __device__ void numba_tma_ld_global_v4_b32(u32* regs, const void* base, u64 byte_offset) {
-    const char* p = static_cast<const char*>(base) + byte_offset;
-    asm volatile("ld.global.v4.b32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3]) : "l"(p));
-}
+// LD_V4(suffix, qualifier): one load per L2 prefetch size (.L2::64B/128B/256B: the L2 fetches
+// that much of the surrounding, naturally aligned memory along with the line it misses on).
+#define LD_V4(NAME, QUAL)                                                                       \
+    extern "C" __device__ void NAME(u32* regs, const void* base, u64 byte_offset) {             \
+        const char* p = static_cast<const char*>(base) + byte_offset;                          \
+        asm volatile("ld.global" QUAL ".v4.b32 {%0, %1, %2, %3}, [%4];"                         \
+                     : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3]) : "l"(p));    \
+    }
+LD_V4(numba_tma_ld_global_v4_b32, "")
+LD_V4(numba_tma_ld_global_v4_b32_l2_64b, ".L2::64B")
+LD_V4(numba_tma_ld_global_v4_b32_l2_128b, ".L2::128B")
+LD_V4(numba_tma_ld_global_v4_b32_l2_256b, ".L2::256B")
+#undef LD_V4
 
 extern "C" __device__ void numba_tma_st_global_v4_b32(void* base, u64 byte_offset, const u32* regs) {
     char* p = static_cast<char*>(base) + byte_offset;

@@ -39,6 +39,20 @@ def test_gmem_v4_sass():
     assert not kb.has("LDG.E ") and not kb.has("STG.E ")
 
 
+@pytest.mark.parametrize("size", gmem.L2_PREFETCH_BYTES[1:])
+def test_gmem_v4_l2_prefetch_sass(size):
+    @cuda.jit
+    def copy16(src, out):
+        regs = cuda.local.array(4, np.uint32)
+        i = cuda.grid(1)
+        gmem.load_v4(regs, src, i * 16, size)
+        gmem.store_v4(out, i * 16, regs)
+
+    kb = compile_kernel(copy16, "void(float32[::1], float32[::1])")
+    check_clean(kb)
+    assert kb.count(f"LDG.E.LTC{size}B.128") == 1 and kb.count("LDG") == 1
+
+
 def test_gmem_rejects_bad_operands():
     @cuda.jit
     def bad_regs(src, out):
@@ -55,6 +69,22 @@ def test_gmem_rejects_bad_operands():
 
     with pytest.raises(TypingError, match="byte_offset"):
         compile_kernel(bad_offset, "void(float32[::1], float32[::1])")
+
+    @cuda.jit
+    def bad_prefetch(src, out):
+        regs = cuda.local.array(4, np.uint32)
+        gmem.load_v4(regs, src, 0, 32)
+
+    with pytest.raises(TypingError, match="l2_prefetch = 32 must be one of"):
+        compile_kernel(bad_prefetch, "void(float32[::1], float32[::1])")
+
+    @cuda.jit
+    def runtime_prefetch(src, out, n):
+        regs = cuda.local.array(4, np.uint32)
+        gmem.load_v4(regs, src, 0, n)
+
+    with pytest.raises(TypingError, match="l2_prefetch must be a compile-time integer"):
+        compile_kernel(runtime_prefetch, "void(float32[::1], float32[::1], int64)")
 
 
 @pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
@@ -85,9 +115,11 @@ def test_v8_sector_sass(itemsize):
     assert halo == spe - 1
     kb = compile_kernel(kernel, f"void({elem}[::1], {elem}[::1], int64, int64, int64, int64)")
     check_clean(kb)
-    # Vector path: 8 main vectors, the halo row's and the extra one per row; 8 LDS.128 /
-    # STG.E.128 of whole chunks, plus those of the element-wise edge path.
-    assert kb.count("LDG.E.128") == ts.LOADS + 2
+    # Vector path: 8 main vectors, the halo row's and the extra one per row, each asking the L2
+    # for its whole 256-byte block; 8 LDS.128 / STG.E.128 of whole chunks, plus those of the
+    # element-wise edge path.
+    assert ts.L2_PREFETCH == 256
+    assert kb.count("LDG.E.LTC256B.128") == ts.LOADS + 2 and not kb.has("LDG.E.128")
     assert kb.count("STG.E.128") > ts.LOADS and kb.count("LDS.128") > ts.LOADS
     # The scatter of the main and halo vectors is straight-line: one store per element.
     sts = {1: "STS.U8", 2: "STS.U16", 4: "STS", 8: "STS.64"}[itemsize]

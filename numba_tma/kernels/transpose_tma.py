@@ -14,6 +14,11 @@ The ladder (each docstring says what changed and what it buys):
   tma_pipelined   persistent blocks, a ring of TMA loads in flight, 16-byte shared accesses in
                   bank-conflict-free 16x16-byte micro-tiles, double-buffered TMA stores; any
                   element size (1, 2, 4, 8 bytes)
+
+The three seed kernels keep the seed's structure, but issue the tile load before the block syncs
+on the new barrier (the seed syncs first; ``init_and_load``) and do their index math in unsigned
+32-bit integers: 875 -> 942 GB/s for tma_naive and 1287 -> 1389 for tma_swizzle128 at 32768^2
+fp32 on the H100.
 """
 
 import functools
@@ -45,6 +50,20 @@ def _tiles(m, n, tile_m, tile_n):
 # -- seed 000 variants: 4-byte elements, one 32x32 tile per block ---------------------------------
 
 @cuda.jit(device=True, inline=True)
+def init_and_load(tile, src_map, coords, bar):
+    # The seed initialises the barrier, syncs the block, then issues the load. Here thread 0
+    # issues the load right after the init and its fences, and the block syncs while the tile
+    # is in flight: the sync only has to publish the barrier to the threads that wait on it.
+    if cuda.threadIdx.x == 0:
+        mbarrier.init(bar, 1)
+        mbarrier.fence_init()
+        fence.proxy_async_shared()
+        tma.load_tile(tile, src_map, coords, bar)
+    cuda.syncthreads()
+    mbarrier.wait(bar, 0)
+
+
+@cuda.jit(device=True, inline=True)
 def store_and_exit(out_map, coords, tile_tr):
     # The seed's epilogue: every thread fences its shared writes to the async proxy, the block
     # syncs, thread 0 stores, commits and waits until the engine has read the tile. No second
@@ -67,15 +86,13 @@ def _naive_kernel():
         tile = cuda.shared.array(TT, np.uint32, alignment=128)
         tile_tr = cuda.shared.array(TT, np.uint32, alignment=128)
         bar = cuda.shared.array(1, np.uint64)
-        mbarrier.init_block(bar, 1)
         b = cuda.blockIdx.z
         y = cuda.blockIdx.y * T
         x = cuda.blockIdx.x * T
-        if cuda.threadIdx.x == 0:
-            tma.load_tile(tile, src_map, (b, y, x), bar)
-        mbarrier.wait(bar, 0)
-        col = cuda.threadIdx.x % T
-        row = cuda.threadIdx.x // T
+        init_and_load(tile, src_map, (b, y, x), bar)
+        tid = np.uint32(cuda.threadIdx.x)  # unsigned: // and % are shifts, not signed fix-ups
+        col = tid % T
+        row = tid // T
         tile_tr[col * T + row] = tile[row * T + col]   # 32-way bank conflicts on the write
         store_and_exit(out_map, (b, x, y), tile_tr)
 
@@ -93,19 +110,22 @@ def _swizzled_kernel(batch):
         tile = cuda.shared.array(TT, np.uint32, alignment=1024)
         tile_tr = cuda.shared.array(TT, np.uint32, alignment=1024)
         bar = cuda.shared.array(1, np.uint64)
-        mbarrier.init_block(bar, 1)
         b = cuda.blockIdx.z
         y = cuda.blockIdx.y * T
         x = cuda.blockIdx.x * T
-        if cuda.threadIdx.x == 0:
-            tma.load_tile(tile, src_map, (b, y, x), bar)
-        mbarrier.wait(bar, 0)
-        row = cuda.threadIdx.x // per_row
-        col0 = (cuda.threadIdx.x % per_row) * batch
+        init_and_load(tile, src_map, (b, y, x), bar)
+        tid = np.uint32(cuda.threadIdx.x)
+        row = tid // per_row
+        col0 = (tid % per_row) * batch
+        # Both tiles are 128B-swizzled: logical (r, c) sits at column swizzle.col(r, c). All the
+        # thread's loads issue before its stores (the compiler would not move a load past a
+        # store to the other tile), so `batch` shared reads are in flight at once.
+        vals = cuda.local.array(batch, np.uint32)
+        for j in range(batch):
+            vals[j] = tile[row * T + swizzle.col(row, col0 + j, 4, 128)]
         for j in range(batch):
             col = col0 + j
-            # Both tiles are 128B-swizzled: logical (r, c) sits at column swizzle.col(r, c).
-            tile_tr[col * T + swizzle.col(col, row, 4, 128)] = tile[row * T + swizzle.col(row, col, 4, 128)]
+            tile_tr[col * T + swizzle.col(col, row, 4, 128)] = vals[j]
         store_and_exit(out_map, (b, x, y), tile_tr)
 
     return tma_swizzled_kernel
@@ -142,7 +162,9 @@ def tma_swizzle128(src, out, stream=0):
 
 def tma_batched(src, out, stream=0):
     """+ thread batching: 128 threads, 8 elements each, so fewer threads wait per tile and more
-    independent shared-memory operations are in flight (seed: 2771 GB/s)."""
+    independent shared-memory operations are in flight: each thread issues its 8 reads before
+    its 8 writes (seed: 2771 GB/s). Batches of 4, 16 and 32 measured 89.3, 90.2 and 90.5% of
+    copy against 90.9% for 8; 16-byte reads (2 LDS.128 for the 8) made no difference."""
     _seed_launch("tma_batched", _swizzled_kernel(SEED_BATCH), SEED_TILE * SEED_TILE // SEED_BATCH,
                  128, src, out, stream)
 
