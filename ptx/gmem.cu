@@ -4,7 +4,7 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// LD_V4(suffix, qualifier): one load per L2 prefetch size (.L2::64B/128B/256B: the L2 fetches
+// LD_V4(name, qualifier): one load per L2 prefetch size (.L2::64B/128B/256B: the L2 fetches
 // that much of the surrounding, naturally aligned memory along with the line it misses on).
 #define LD_V4(NAME, QUAL)                                                                       \
     extern "C" __device__ void NAME(u32* regs, const void* base, u64 byte_offset) {             \
