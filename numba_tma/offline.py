@@ -58,7 +58,7 @@ import tempfile
 import threading
 from typing import Optional
 
-__all__ = ["KernelBinary", "compile_kernel", "find_tool", "parse_opcodes"]
+__all__ = ["KernelBinary", "compile_kernel", "find_tool", "parse_mnemonics", "parse_opcodes"]
 
 _ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
@@ -206,13 +206,13 @@ _PREDICATE = re.compile(r"^@!?U?P(?:T|\d+)\s+")
 _MNEMONIC = re.compile(r"^[A-Z0-9_][A-Z0-9_.]*")
 
 
-def parse_opcodes(sass):
-    """Counter of full SASS mnemonics ("UTMALDG.2D", "SYNCS.EXCH.64") in a dump.
+def parse_mnemonics(sass):
+    """Full SASS mnemonics ("UTMALDG.2D", "SYNCS.EXCH.64") of a dump, in program order.
 
     Works on ``cuobjdump -sass`` and ``nvdisasm`` output; predicates ("@P0",
     "@!UPT") and operands are dropped.
     """
-    counts = collections.Counter()
+    mnemonics = []
     for line in sass.splitlines():
         m = _SASS_LINE.match(line)
         if not m:
@@ -220,8 +220,13 @@ def parse_opcodes(sass):
         insn = _PREDICATE.sub("", m.group("insn").strip())
         mm = _MNEMONIC.match(insn)
         if mm:
-            counts[mm.group(0)] += 1
-    return counts
+            mnemonics.append(mm.group(0))
+    return mnemonics
+
+
+def parse_opcodes(sass):
+    """Counter of full SASS mnemonics in a dump (see ``parse_mnemonics``)."""
+    return collections.Counter(parse_mnemonics(sass))
 
 
 _RES_FUNC = re.compile(r"^\s*Function\s+(\S+?):?\s*$")
@@ -333,8 +338,16 @@ class KernelBinary:
         return ptx
 
     @functools.cached_property
+    def _mnemonics(self):
+        return parse_mnemonics(self.sass)
+
+    @functools.cached_property
     def _opcodes(self):
-        return parse_opcodes(self.sass)
+        return collections.Counter(self._mnemonics)
+
+    def mnemonics(self) -> list:
+        """Full SASS mnemonics in program order, e.g. to check that a load precedes a barrier."""
+        return list(self._mnemonics)
 
     def opcodes(self) -> collections.Counter:
         """Counter of full SASS mnemonics, e.g. {"UTMALDG.2D": 1, "SYNCS.EXCH.64": 1}."""

@@ -14,7 +14,7 @@ from numba.core.errors import TypingError
 from numba.cuda.extending import intrinsic
 
 from numba_tma import offline
-from numba_tma.offline import KernelBinary, compile_kernel, find_tool, parse_opcodes
+from numba_tma.offline import KernelBinary, compile_kernel, find_tool, parse_mnemonics, parse_opcodes
 
 # NVRTC has no standard headers here, hence the typedef.
 HELPERS_CU = r"""
@@ -243,6 +243,9 @@ def test_parse_opcodes_on_canned_sass():
     assert kb.count("UTMALDG") == 2
     assert kb.count("SYNCS") == 2
     assert kb.count("BRA") == 2  # BRA and BRA.U.ANY
+    order = ["LDC", "FENCE.VIEW.ASYNC.S", "SYNCS.EXCH.64", "ELECT", "UTMALDG.2D",
+             "SYNCS.ARRIVE.TRANS64.RED.A1T0", "UTMALDG.2D", "BRA.U.ANY", "CALL.REL.NOINC", "EXIT", "BRA"]
+    assert parse_mnemonics(CANNED_SASS) == order and kb.mnemonics() == order
     assert kb.count("CALL") == 1 and kb.has("EXIT") and not kb.has("LDL")
     kb.opcodes()["EXIT"] += 5  # a copy: the cached counts stay intact
     assert kb.count("EXIT") == 1

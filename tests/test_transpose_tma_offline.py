@@ -2,7 +2,6 @@
 thread placement, and its sm_90a SASS (16-byte shared accesses, no calls, no local memory)."""
 
 import os
-import re
 
 import numpy as np
 import pytest
@@ -58,16 +57,6 @@ def test_pipelined_sass(itemsize):
     assert kb.has("UTMALDG.3D") and kb.has("UTMASTG.3D")
 
 
-def _mnemonics(kb):
-    """The kernel's SASS mnemonics in program order (predicates dropped)."""
-    ops = []
-    for line in kb.sass.splitlines():
-        m = re.match(r"\s*/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)", line)
-        if m:
-            ops.append(m.group(1))
-    return ops
-
-
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="needs the CUDA target")
 @pytest.mark.parametrize("batch", [None, 1, tt.SEED_BATCH])
 def test_seed_kernels_sass(batch):
@@ -75,13 +64,15 @@ def test_seed_kernels_sass(batch):
 
     kernel = tt._naive_kernel() if batch is None else tt._swizzled_kernel(batch)
     kb = compile_kernel(kernel, "void(uint64[::1], uint64[::1])")
-    ops = _mnemonics(kb)
+    ops = kb.mnemonics()
     assert kb.count("CALL") == 0 and kb.local_bytes == 0 and kb.spill_stores == 0
+
+    def first(prefix):
+        return next(i for i, op in enumerate(ops) if op.startswith(prefix))
+
     # The tile load is in flight before the block syncs (init_and_load), and the store issues
     # after the sync that follows the shared writes.
-    first = {op: ops.index(next(o for o in ops if o.startswith(op))) for op in
-             ("UTMALDG.3D", "BAR.SYNC", "UTMASTG.3D")}
-    assert first["UTMALDG.3D"] < first["BAR.SYNC"] < first["UTMASTG.3D"]
+    assert first("UTMALDG.3D") < first("BAR.SYNC") < first("UTMASTG.3D")
     assert kb.count("BAR.SYNC") == 2
     # Unsigned 32-bit thread and swizzle math: no 64-bit shifts, no signed-division fix-ups.
     assert not any(op.startswith(("SHF.R.S64", "SHF.R.U64", "SHF.R.S32", "IMAD.WIDE")) for op in ops)
