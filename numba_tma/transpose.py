@@ -8,8 +8,8 @@ global accesses; the fastest measured on the H100 for every element size, 95.6-9
 applies where v7 does not). Elsewhere (odd shapes such as 32767 x 20001, misaligned views)
 ``v8_sector`` runs (16-byte accesses realigned through a padded shared tile, each block writing
 whole 32-byte sectors of its out rows: 32767 x 20001 on the H100 runs at 90.6% of a copy for fp32,
-90.7% for fp64, 87.3% for fp16 and 71.9% for uint8, where the element-wise v6_packed ran 65.4%,
-79.8%, 47.6% and 37.6%). Under the CUDA simulator the fastest classic kernel runs.
+90.7% for fp64, 87.2% for fp16 and 75.5% for uint8, where the element-wise v6_packed ran 65.4%,
+79.8%, 47.8% and 37.7%). Under the CUDA simulator the fastest classic kernel runs.
 """
 
 from numba import cuda

@@ -83,6 +83,14 @@ def test_seed_kernels_sass(batch):
     assert len(lds) == n and len(sts) == n and max(lds) < min(sts)
 
 
+def test_seed_grid_is_column_major_and_checked():
+    assert tt._seed_grid("tma_batched", 1024, 3, 2) == (1024, 3, 2)
+    assert tt._seed_grid("tma_naive", 10**6, 65535, 65535) == (10**6, 65535, 65535)
+    for tiles_j, batch in ((65536, 1), (1, 65536)):
+        with pytest.raises(ValueError, match="tma_naive: .*gridDim.y and gridDim.z to 65535"):
+            tt._seed_grid("tma_naive", 1, tiles_j, batch)
+
+
 @pytest.mark.parametrize("tiles,batch,grid,group", [
     ((256, 256), 1, 1188, (8, 8)),      # 32768^2 fp32 on 132 SMs x 9 blocks
     ((13, 7), 3, 40, (8, 8)),           # partial supertiles, several batches

@@ -116,11 +116,17 @@ def test_v8_sector_sass(itemsize):
     kb = compile_kernel(kernel, f"void({elem}[::1], {elem}[::1], int64, int64, int64, int64)")
     check_clean(kb)
     # Vector path: 8 main vectors, the halo row's and the extra one per row, each asking the L2
-    # for its whole 256-byte block; 8 LDS.128 / STG.E.128 of whole chunks, plus those of the
+    # for its whole 256-byte block; 8 LDS.128 / STG.E.128 of whole chunks (or, for BULK_STORE
+    # sizes, one bulk copy per out-row segment after a proxy fence), plus those of the
     # element-wise edge path.
     assert ts.L2_PREFETCH == 256
     assert kb.count("LDG.E.LTC256B.128") == ts.LOADS + 2 and not kb.has("LDG.E.128")
-    assert kb.count("STG.E.128") > ts.LOADS and kb.count("LDS.128") > ts.LOADS
+    if itemsize in ts.BULK_STORE:
+        assert kb.count("UBLKCP.G.S") == 1 and kb.count("FENCE.VIEW.ASYNC.S") == 1
+        assert kb.count("STG.E.128") < ts.LOADS and kb.count("LDS.128") < ts.LOADS
+    else:
+        assert not kb.has("UBLKCP")
+        assert kb.count("STG.E.128") > ts.LOADS and kb.count("LDS.128") > ts.LOADS
     # The scatter of the main and halo vectors is straight-line: one store per element.
     sts = {1: "STS.U8", 2: "STS.U16", 4: "STS", 8: "STS.64"}[itemsize]
     assert kb.count(sts) >= (ts.LOADS + 1) * kv

@@ -44,6 +44,15 @@ def test_seed_tma_kernels_refuse_other_sizes(name):
         run(name, random_array((1, 64, 64), np.float16))
 
 
+@pytest.mark.parametrize("name", ["tma_naive", "tma_swizzle128", "tma_batched"])
+def test_seed_tma_kernels_refuse_grid_overflow(name):
+    # 65536 tile columns go to gridDim.y (column-major raster): refused before any encode.
+    src = cuda.device_array((1, 32, 65536 * 32 + 4), np.float32)
+    out = cuda.device_array((1, 65536 * 32 + 4, 32), np.float32)
+    with pytest.raises(ValueError, match=f"{name}: 65537 tile columns.*tma_pipelined"):
+        transpose_kernels()[name](src, out)
+
+
 def test_transpose_picks_v7_or_v8_sector():
     # Rows that are not 16-byte multiples: no v7; the realigning v8_sector for every size.
     for dtype in (np.uint8, np.float16, np.float32, np.float64):
