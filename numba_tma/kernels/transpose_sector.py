@@ -91,12 +91,9 @@ def applies(src, out):
 
 
 @functools.cache
-def _kernel(itemsize, trows, cols, threads, min_blocks, bulk_store=None):
-    """The kernel for one element size and tile: returns (kernel, element dtype, halo rows).
-    ``bulk_store``: write the vector path's out segments with bulk copies (default: the
-    element size is in ``BULK_STORE``)."""
-    if bulk_store is None:
-        bulk_store = itemsize in BULK_STORE
+def _kernel(itemsize, trows, cols, threads, min_blocks):
+    """The kernel for one element size and tile: returns (kernel, element dtype, halo rows)."""
+    bulk_store = itemsize in BULK_STORE
     kv = VEC // itemsize                     # elements per vector
     kv_shift = kv.bit_length() - 1
     e_shift = itemsize.bit_length() - 1

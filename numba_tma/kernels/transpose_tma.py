@@ -31,7 +31,7 @@ from .. import fence, mbarrier, smem, swizzle, tma
 from ._descriptors import descriptor
 from .transpose_classic import MAX_GRID_YZ
 
-__all__ = ["LADDER", "BEST", "tma_naive", "tma_swizzle128", "tma_batched", "tma_pipelined",
+__all__ = ["LADDER", "tma_naive", "tma_swizzle128", "tma_batched", "tma_pipelined",
            "pipelined_config"]
 
 SEED_TILE = 32          # seed 000: 32 x 32 fp32 tiles
@@ -443,4 +443,3 @@ LADDER = {
     "tma_batched": tma_batched,
     "tma_pipelined": tma_pipelined,
 }
-BEST = "tma_pipelined"

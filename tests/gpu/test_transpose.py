@@ -5,6 +5,7 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import random_array
+from numba_tma.kernels import transpose_sector
 from numba_tma.transpose import choose_kernel, transpose, transpose_kernels
 
 # TMA-legal shapes (rows of src and out a multiple of 16 bytes) that are not tile multiples.
@@ -56,8 +57,10 @@ def test_seed_tma_kernels_refuse_grid_overflow(name):
 def test_transpose_picks_v7_or_v8_sector():
     # Rows that are not 16-byte multiples: no v7; the realigning v8_sector for every size.
     for dtype in (np.uint8, np.float16, np.float32, np.float64):
-        odd = cuda.to_device(random_array((33, 45), dtype))
-        assert choose_kernel(odd, cuda.device_array((45, 33), dtype)) == "v8_sector"
+        for batch in ((), (1,)):                                      # 2-D and batched 3-D
+            odd = cuda.to_device(random_array(batch + (33, 45), dtype))
+            out = cuda.device_array(batch + (45, 33), dtype)
+            assert transpose_sector.applies(odd, out) and choose_kernel(odd, out) == "v8_sector"
     for dtype in (np.uint8, np.float16, np.float32, np.float64, np.int64):  # 16-byte rows
         a = cuda.to_device(random_array((64, 96), dtype))
         assert choose_kernel(a, cuda.device_array((96, 64), dtype)) == "v7_vec16"

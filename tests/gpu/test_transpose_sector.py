@@ -1,14 +1,14 @@
 """v8_sector on the GPU: exact transposes for rows that are not 16-byte multiples and for views
 whose base is not 16-byte aligned, every element size, 2-D and batched; nothing written outside
-``out`` (guard elements around it keep their values); transpose() picks it where it should."""
+``out`` (guard elements around it keep their values). test_transpose.py checks that transpose()
+picks it."""
 
 import numpy as np
 import pytest
 from numba import cuda
 
 from gpu_helpers import random_array
-from numba_tma.kernels import transpose_sector
-from numba_tma.transpose import choose_kernel, transpose_kernels
+from numba_tma.transpose import transpose_kernels
 
 DTYPES = [np.uint8, np.float16, np.int16, np.float32, np.int32, np.float64, np.int64]
 # Odd shapes, tile multiples, partial tiles, shapes smaller than one tile; the first tile row of
@@ -42,11 +42,3 @@ def test_v8_sector_exact(dtype, shape, offsets):
     np.testing.assert_array_equal(got[oo:oo + n].reshape(out.shape), np.swapaxes(a, -1, -2))
     np.testing.assert_array_equal(got[:oo], guard[:oo])
     np.testing.assert_array_equal(got[oo + n:], guard[oo + n:])
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.uint8])
-def test_transpose_chooses_v8_sector_for_odd_rows(dtype):
-    a = cuda.to_device(random_array((1, 33, 45), dtype))
-    out = cuda.device_array((1, 45, 33), dtype)
-    assert transpose_sector.applies(a, out)
-    assert choose_kernel(a, out) == "v8_sector"
