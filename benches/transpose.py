@@ -1,5 +1,6 @@
 """Matrix-transpose bandwidth: every kernel of ``numba_tma.transpose`` against a device copy (the
-ceiling) and the transposes of torch, CuPy and numba-cuda, all measured in the same process.
+ceiling) and the transposes of torch, CuPy, cuBLAS (``geam`` through CuPy, fp32/fp64) and
+numba-cuda, all measured in the same process.
 
 Numbers only mean something when measured on the GPU (an H100 for the published ones); this
 script needs a CUDA GPU (the TMA kernels an sm_90 one) and prints the device and versions it ran
@@ -65,9 +66,10 @@ DEFAULT_SHAPE = (32768, 32768)
 COPY = "copy"
 TORCH = "torch"
 CUPY = "cupy"
+CUBLAS = "cublas geam"
 NUMBA_BUNDLED = "numba.cuda.kernels.transpose"
 API = "transpose()"
-BASELINES = (COPY, TORCH, CUPY, NUMBA_BUNDLED)
+BASELINES = (COPY, TORCH, CUPY, CUBLAS, NUMBA_BUNDLED)
 POISON_BYTE = 0xFF          # all-ones: NaN for every float width, -1 / max for integers
 DEFAULT_SAMPLES = 64
 
@@ -547,6 +549,32 @@ def _numba_bundled_launch(d_src, d_out):
     return launch
 
 
+def _cublas_geam_launch(cupy, d_src, d_out):
+    """cuBLAS's transpose, ``C = 1 * op(A) + 0 * C`` with op = T (``cublasSgeam`` /
+    ``cublasDgeam``, CuPy's handle): row-major (M, N) src is column-major N x M, and the
+    column-major M x N result is the row-major (N, M) out."""
+    if cupy is None:
+        raise ImportError("cupy not importable")
+    from cupy_backends.cuda.libs import cublas
+
+    geam = {np.dtype(np.float32): cublas.sgeam, np.dtype(np.float64): cublas.dgeam}.get(
+        np.dtype(d_src.dtype))
+    if geam is None:
+        raise TypeError(f"cuBLAS geam takes float32 and float64 here, not {d_src.dtype}")
+    m, n = d_src.shape
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, 0)                   # the default stream the events time
+    one, zero = np.ones(1, d_src.dtype), np.zeros(1, d_src.dtype)
+    a = d_src.__cuda_array_interface__["data"][0]
+    c = d_out.__cuda_array_interface__["data"][0]
+
+    def launch():
+        geam(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, m, n, one.ctypes.data, a, n,
+             zero.ctypes.data, c, m, c, m)
+
+    return launch
+
+
 def baseline_candidates(cfg, torch, cupy, want_baselines):
     """(copy candidates, other baseline candidates, skipped rows)."""
     from numba import cuda
@@ -579,6 +607,11 @@ def baseline_candidates(cfg, torch, cupy, want_baselines):
                                 note="cupy.ascontiguousarray(a.T)"))
     else:
         skipped.append((CUPY, cfg["cupy_reason"]))
+    try:
+        others.append(Candidate(CUBLAS, "baseline", _cublas_geam_launch(cupy, d_src, d_out),
+                                lambda ret: d_out, note="C = A^T by cublas<s|d>geam"))
+    except Exception as exc:
+        skipped.append((CUBLAS, _why(exc) if cupy is not None else cfg["cupy_reason"]))
     try:
         others.append(Candidate(NUMBA_BUNDLED, "baseline", _numba_bundled_launch(d_src, d_out),
                                 lambda ret: d_out, note="transpose(a, b), compiled once"))

@@ -1,5 +1,6 @@
-"""Launch-side helpers numba-cuda lacks: dynamic shared memory beyond the default 48 KB, and
-thread-block cluster launches (sm_90) through ``cuLaunchKernelEx``."""
+"""Launch-side helpers numba-cuda lacks: dynamic shared memory beyond the default 48 KB,
+thread-block cluster launches (sm_90) through ``cuLaunchKernelEx``, and launches from raw
+pointers without numba's per-call argument typing (:class:`DirectKernel`)."""
 
 from numba import cuda
 from numba.cuda.cudadrv.driver import binding, driver
@@ -390,3 +391,112 @@ def max_active_clusters(kernel, args, block, cluster, *, shared_mem=0, non_porta
     return int(_check(_cudrv.cuOccupancyMaxActiveClusters(func, config),
                       f"cuOccupancyMaxActiveClusters(block={plan.block}, cluster={plan.cluster}, "
                       f"shared_mem={plan.shared_mem})"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Direct launches: a kernel compiled once, launched from raw pointers
+
+__all__ += ["DirectKernel"]
+
+
+class DirectKernel:
+    """``kernel`` compiled once for ``argtypes`` (1-D C-contiguous arrays and integers) and
+    launched with ``cuLaunchKernel`` from raw device pointers.
+
+    Why: a ``kernel[grid, block](*arrays)`` launch types every argument and marshals numba array
+    objects on every call; with the views a launcher builds (reshape, dtype view) that is
+    100-300 us of host time per call, more than the kernel itself runs below ~8192^2 elements
+    on an H100. Here a launch packs the words numba's marshalling would produce (an array is
+    ``meminfo, parent, nitems, itemsize, data, shape, strides``) and calls the driver.
+
+    ``argtypes`` is a sequence of numba types: ``types.Array(dtype, 1, "C")`` or an integer type.
+    Call ``launch(grid, block, stream, *args)`` with ``(pointer, nitems)`` for each array and an
+    int for each integer. The caller owns the arrays' validity (device, bounds, lifetime until the
+    kernel ran), as with any launch. On first use in a context the packing is checked against
+    numba's own ``_prepare_args`` for a small array; should numba's layout ever differ, launches
+    go through numba's launch path instead (same results, numba's host cost).
+    """
+
+    def __init__(self, kernel, argtypes):
+        from numba.core import types
+
+        self._kernel = kernel
+        self._argtypes = tuple(argtypes)
+        layout = []
+        for i, ty in enumerate(self._argtypes):
+            if isinstance(ty, types.Array):
+                if ty.ndim != 1 or ty.layout != "C":
+                    raise TypeError(f"argtypes[{i}]: arrays must be 1-D C-contiguous, got {ty}")
+                layout.append(np.dtype(str(ty.dtype)).itemsize)
+            elif isinstance(ty, types.Integer):
+                layout.append(getattr(ctypes, f"c_{ty}"))
+            else:
+                raise TypeError(f"argtypes[{i}]: only 1-D arrays and integers, got {ty}")
+        self._layout = tuple(layout)
+        self._compiled = None
+        self._functions = {}           # CUcontext handle -> CUfunction
+        self._native = None            # whether our packing matches numba's (checked once)
+
+    def _function(self):
+        ctx = int(_check(_cudrv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
+        func = self._functions.get(ctx)
+        if func is None:
+            if self._compiled is None:
+                self._compiled = self._kernel.compile(self._argtypes)
+            self._compiled.bind()              # loads it into numba's (current) context
+            func = _function_handle(self._compiled)
+            if self._native is None:
+                self._native = self._packing_matches()
+            ctx = int(_check(_cudrv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
+            self._functions[ctx] = func
+        return func
+
+    def _words(self, args):
+        words = []
+        for kind, arg in zip(self._layout, args):
+            if isinstance(kind, int):          # an array: its element size
+                ptr, nitems = arg
+                words += (0, 0, nitems, kind, ptr, nitems, kind)
+            else:
+                words.append(kind(arg))
+        return words
+
+    def _packing_matches(self):
+        from numba.core import types
+
+        core_stream, _ = _core_stream(0)
+        for ty, itemsize in zip(self._argtypes, self._layout):
+            if not isinstance(ty, types.Array):
+                continue
+            probe = cuda.device_array(3, np.dtype(str(ty.dtype)))
+            theirs = []
+            self._compiled._prepare_args(ty, probe, core_stream, [], theirs)
+            ours = [0, 0, 3, itemsize, probe.device_ctypes_pointer.value, 3, itemsize]
+            if [int(w) for w in theirs] != ours:
+                return False
+        return True
+
+    def launch(self, grid, block, stream, *args):
+        if len(args) != len(self._layout):
+            raise TypeError(f"args: the kernel takes {len(self._layout)} arguments, "
+                            f"got {len(args)}")
+        func = self._function()
+        if not self._native:
+            return self._launch_through_numba(grid, block, stream, args)
+        params, keepalive = pack_kernel_args(self._words(args))
+        handle = 0 if not stream else _core_stream(stream)[1]
+        result = _cudrv.cuLaunchKernel(func, *grid, *block, 0, _cudrv.CUstream(handle), params, 0)
+        del keepalive
+        _check(result, f"cuLaunchKernel(grid={grid}, block={block})")
+
+    def _launch_through_numba(self, grid, block, stream, args):
+        values = []
+        for ty, kind, arg in zip(self._argtypes, self._layout, args):
+            if isinstance(kind, int):
+                ptr, nitems = arg
+                values.append(cuda.from_cuda_array_interface(
+                    {"shape": (nitems,), "strides": None, "typestr": np.dtype(str(ty.dtype)).str,
+                     "data": (ptr, False), "version": 3}, owner=None, sync=False))
+            else:
+                values.append(arg)
+        self._kernel[grid, block, stream](*values)

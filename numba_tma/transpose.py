@@ -2,21 +2,37 @@
 
 ``src`` is a 2-D (M, N) or batched 3-D (B, M, N) CUDA array (numba, CuPy, or torch, including
 torch bfloat16) with 1-, 2-, 4- or 8-byte elements; the result is (N, M) or (B, N, M), C-contiguous.
-Where both row pitches and base addresses are multiples of 16 bytes, ``v7_vec16`` runs (16-byte
-global accesses; the fastest measured on the H100 for every element size, 95.6-96.4% of a copy at
-32768^2, ahead of tma_pipelined's 88.9-92.5%; a tensor map needs the same alignment, so TMA never
-applies where v7 does not). Elsewhere (odd shapes such as 32767 x 20001, misaligned views)
-``v8_sector`` runs (16-byte accesses realigned through a padded shared tile, each block writing
-whole 32-byte sectors of its out rows: 32767 x 20001 on the H100 runs at 90.6% of a copy for fp32,
-90.7% for fp64, 87.2% for fp16 and 75.5% for uint8, where the element-wise v6_packed ran 65.4%,
-79.8%, 47.8% and 37.7%). Under the CUDA simulator the fastest classic kernel runs.
+
+Which kernel (H100 measurements in README and ``benches/results``):
+
+- ``v7_vec16`` where both row pitches and base addresses are multiples of 16 bytes and the shape
+  fills its tiles (:func:`~numba_tma.kernels.transpose_vec.whole_tiles`): 16-byte global
+  accesses, 95.6-96.5% of a copy at 32768^2 for every element size, ahead of tma_pipelined's
+  88.9-92.5% (a tensor map needs the same alignment, so TMA never applies where v7 does not);
+- ``v8_sector`` everywhere else: odd shapes such as 32767 x 20001 and misaligned views (16-byte
+  accesses realigned through a padded shared tile, each block writing whole 32-byte sectors of
+  its out rows: 90.6% fp32, 90.2% fp64, 87.4% fp16, 75.7% uint8, where the element-wise
+  v6_packed ran 65.4 / 79.8 / 47.8 / 37.7%), and 16-byte rows whose partial edge tiles v7 would
+  move element by element (fp32 30000^2: 89.8% against v7's 84.2%);
+- under the CUDA simulator, the fastest classic kernel.
+
+v7 and v8 are launched from raw pointers (:class:`~numba_tma.launch.DirectKernel`) after a
+validation that reads the arrays' interfaces without building numba arrays: 30-55 us of host
+time per call instead of the 160-270 us of a numba launch on views, which below ~8192^2 elements
+was longer than the kernel.
 """
 
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import config as numba_config
 from numba import cuda
 
 from ._arrays import allocate_like, numba_view
 from ._device import HOPPER_CC
 from .kernels import transpose_classic, transpose_sector, transpose_tma, transpose_vec
+from .tensormap import describe_array
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
 
@@ -25,59 +41,85 @@ TMA_ALIGN = 16
 ITEMSIZES = (1, 2, 4, 8)
 
 
-def _check_contiguous(view, argname):
-    expected = view.dtype.itemsize
-    for axis in range(view.ndim - 1, -1, -1):
-        if view.shape[axis] > 1 and view.strides[axis] != expected:
-            raise ValueError(f"{argname} must be C-contiguous; its strides are {view.strides} "
-                             f"bytes for shape {view.shape} (make a contiguous copy first)")
-        expected *= view.shape[axis]
+class _Operand(NamedTuple):
+    """What the launchers need of one validated array: read from its array interface, without
+    building a numba array (that costs tens of microseconds per call on the host)."""
+    array: Any          # the caller's array (launchers taking numba arrays get a view of it)
+    ptr: int
+    shape: tuple        # (B, M, N) for src, (B, N, M) for out
+    itemsize: int
+    dtype: str          # "float32", "bfloat16", ...: comparable across numba, CuPy and torch
+
+
+def _describe(array, argname):
+    """(shape, strides in bytes or None, itemsize, dtype name, address) of a CUDA array, or the
+    TypeError naming ``argname`` that :func:`numba_view` raises for anything else."""
+    if not numba_config.ENABLE_CUDASIM:
+        try:
+            shape, strides, itemsize, spec, ptr = describe_array(array)
+        except TypeError:
+            numba_view(array, argname)          # raises the error naming the argument
+            raise
+        name = str(spec).removeprefix("torch.") if not isinstance(spec, str) else \
+            np.dtype(spec).name
+        return tuple(shape), strides, itemsize, name, ptr
+    view = numba_view(array, argname)           # the simulator's arrays have no interface
+    return (tuple(view.shape), tuple(view.strides), view.dtype.itemsize, view.dtype.name,
+            transpose_classic._device_pointer(view))
+
+
+def _check_contiguous(shape, strides, itemsize, argname):
+    if strides is None:
+        return
+    expected = itemsize
+    for axis in range(len(shape) - 1, -1, -1):
+        if shape[axis] > 1 and strides[axis] != expected:
+            raise ValueError(f"{argname} must be C-contiguous; its strides are {strides} "
+                             f"bytes for shape {shape} (make a contiguous copy first)")
+        expected *= shape[axis]
 
 
 def _validate(src, out):
-    """Numba views (B, M, N) and (B, N, M) of ``src`` and ``out``, after every check."""
-    s = numba_view(src, "src")
-    if s.ndim not in (2, 3):
-        raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {s.shape}")
-    if s.dtype.itemsize not in ITEMSIZES:
-        raise TypeError(f"src elements must be 1, 2, 4 or 8 bytes; {s.dtype} is "
-                        f"{s.dtype.itemsize}")
-    _check_contiguous(s, "src")
-    want = s.shape[:-2] + (s.shape[-1], s.shape[-2])
-    o = numba_view(out, "out")
-    if o.shape != want:
-        raise ValueError(f"out must have shape {want} for src of shape {s.shape}; got {o.shape}")
-    if o.dtype != s.dtype:
-        raise TypeError(f"out dtype {o.dtype} differs from src dtype {s.dtype}")
-    _check_contiguous(o, "out")
-    s_ptr = s.__cuda_array_interface__["data"][0]
-    o_ptr = o.__cuda_array_interface__["data"][0]
-    nbytes = s.size * s.dtype.itemsize
-    if s.size and s_ptr < o_ptr + nbytes and o_ptr < s_ptr + nbytes:
+    """``_Operand``s (B, M, N) and (B, N, M) of ``src`` and ``out``, after every check."""
+    shape, strides, itemsize, dtype, s_ptr = _describe(src, "src")
+    if len(shape) not in (2, 3):
+        raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {shape}")
+    if itemsize not in ITEMSIZES:
+        raise TypeError(f"src elements must be 1, 2, 4 or 8 bytes; {dtype} is {itemsize}")
+    _check_contiguous(shape, strides, itemsize, "src")
+    want = shape[:-2] + (shape[-1], shape[-2])
+    o_shape, o_strides, _, o_dtype, o_ptr = _describe(out, "out")
+    if o_shape != want:
+        raise ValueError(f"out must have shape {want} for src of shape {shape}; got {o_shape}")
+    if o_dtype != dtype:
+        raise TypeError(f"out dtype {o_dtype} differs from src dtype {dtype}")
+    _check_contiguous(o_shape, o_strides, itemsize, "out")
+    size = math.prod(shape)
+    nbytes = size * itemsize
+    if size and s_ptr < o_ptr + nbytes and o_ptr < s_ptr + nbytes:
         raise ValueError("out overlaps src; a transpose cannot run in place")
-    if s.ndim == 2:
-        s = s.reshape(1, *s.shape)
-        o = o.reshape(1, *o.shape)
-    return s, o
+    B, M, N = (1,) * (3 - len(shape)) + shape
+    return (_Operand(src, s_ptr, (B, M, N), itemsize, dtype),
+            _Operand(out, o_ptr, (B, N, M), itemsize, dtype))
 
 
 def _tma_ready(s, o):
     """Whether both arrays admit tile-mode tensor maps on this device."""
     if cuda.get_current_device().compute_capability < HOPPER_CC:
         return False
-    itemsize = s.dtype.itemsize
     _, M, N = s.shape
-    for view, inner in ((s, N), (o, M)):
-        if view.__cuda_array_interface__["data"][0] % TMA_ALIGN or (inner * itemsize) % TMA_ALIGN:
+    for ptr, inner in ((s.ptr, N), (o.ptr, M)):
+        if ptr % TMA_ALIGN or (inner * s.itemsize) % TMA_ALIGN:
             return False
     return True
 
 
 def _choose(s, o):
     _, M, N = s.shape
-    if transpose_vec.applies(s, o, M, N):
+    if transpose_vec.applies_to(s.itemsize, M, N, s.ptr, o.ptr) and \
+            transpose_vec.whole_tiles(s.itemsize, M, N):
         return "v7_vec16"
-    if transpose_sector.applies(s, o):
+    if transpose_sector.applies_to(s.itemsize):
         return "v8_sector"
     return transpose_classic.BEST
 
@@ -91,15 +133,15 @@ def transpose(src, out=None, *, kernel=None, stream=0):
     """Transpose the last two axes of ``src`` into ``out`` (allocated when None) and return ``out``.
 
     ``kernel`` forces one of ``transpose_kernels()`` by name (benchmarks, tests); by default the
-    fastest one that applies is chosen. Runs asynchronously on ``stream``.
+    fastest one that applies is chosen. Runs asynchronously on ``stream`` (0 or a numba stream).
     """
     if out is None:
-        shape = tuple(numba_view(src, "src").shape)
+        shape = _describe(src, "src")[0]
         if len(shape) not in (2, 3):
             raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {shape}")
         out = allocate_like(src, shape[:-2] + (shape[-1], shape[-2]))
     s, o = _validate(src, out)
-    if s.size == 0:
+    if 0 in s.shape:
         return out
     name = _choose(s, o) if kernel is None else kernel
     launcher = _LAUNCHERS.get(name)
@@ -109,7 +151,14 @@ def transpose(src, out=None, *, kernel=None, stream=0):
         raise ValueError(f"kernel {name!r} needs an sm_90 GPU and rows whose byte size is a "
                          f"multiple of {TMA_ALIGN} in src and out; src is {s.shape[1:]} of "
                          f"{s.dtype} (use a classic kernel)")
-    launcher(s, o, stream)
+    B, M, N = s.shape
+    if name == "v7_vec16" and transpose_vec.applies_to(s.itemsize, M, N, s.ptr, o.ptr):
+        transpose_vec.launch(s.ptr, o.ptr, B, M, N, s.itemsize, stream)
+    elif name == "v8_sector" and transpose_sector.applies_to(s.itemsize):
+        transpose_sector.launch(s.ptr, o.ptr, B, M, N, s.itemsize, stream)
+    else:
+        launcher(numba_view(src, "src").reshape(s.shape), numba_view(out, "out").reshape(o.shape),
+                 stream)
     return out
 
 

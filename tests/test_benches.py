@@ -494,3 +494,33 @@ def test_gemm_bench_arguments():
     assert args.shapes == [(512, 512, 512), (100, 72, 40)] and args.dtype == "bfloat16"
     with pytest.raises(SystemExit):
         gemm.parse_args(["--size", "0"])
+
+
+# --- transpose_ceiling: the pattern kernels --------------------------------------------------
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
+                    reason="offline compilation needs the real CUDA target")
+def test_transpose_ceiling_pattern_kernels_compile_clean():
+    # Each pattern runs at its shape's clamp setting with 16-byte loads and stores only, all in
+    # registers (a spill would add local-memory traffic the real kernels do not have).
+    from numba import types
+
+    from numba_tma.offline import compile_kernel
+    from sass_checks import check_clean
+
+    ceiling = load("bench_transpose_ceiling", "transpose_ceiling.py")
+    sig = (types.uint32[::1], types.uint32[::1], types.int64, types.int64, types.int64)
+    assert ceiling.parse_args([]).rounds == 3
+    done = set()
+    for (M, N), patterns in ceiling.PATTERNS.items():
+        for label, (TR, TC, threads, blocks, halo, extra, copy_mode) in patterns:
+            clamp = bool(halo or extra or M % TR or N % TC)
+            key = (TR, TC, threads, blocks, halo, extra, copy_mode, clamp)
+            if key in done:
+                continue
+            done.add(key)
+            kb = compile_kernel(ceiling.pattern_kernel(*key), sig)
+            check_clean(kb)
+            loads = -(-(TR + halo) * (TC // 4 + extra) // threads)
+            assert kb.count("LDG.E.128") == loads, (label, kb)
+            assert kb.count("STG.E.128") == TC * TR // 4 // threads, (label, kb)

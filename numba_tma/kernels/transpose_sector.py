@@ -45,14 +45,16 @@ simulator cannot run the PTX wrappers): under the simulator :func:`v8_sector` ru
 
 import functools
 
+import numba
 import numpy as np
 from numba import config as numba_config
 from numba import cuda
+from numba.core import types
 
 from .. import bulk, fence, gmem, smem, tma
 from . import transpose_classic as tc
 
-__all__ = ["v8_sector", "applies", "TILES"]
+__all__ = ["v8_sector", "applies", "applies_to", "launch", "TILES"]
 
 VEC = 16                     # bytes per global and shared vector access
 SECTOR = 32                  # bytes per L2 sector: the unit a block owns in an out row
@@ -87,7 +89,12 @@ BULK_STORE = (1,)
 def applies(src, out):
     """Whether the kernel can run: a real GPU (the simulator cannot run the PTX wrappers) and
     1-, 2-, 4- or 8-byte elements."""
-    return not numba_config.ENABLE_CUDASIM and np.dtype(src.dtype).itemsize in TILES
+    return applies_to(np.dtype(src.dtype).itemsize)
+
+
+def applies_to(itemsize):
+    """:func:`applies` for an element size."""
+    return not numba_config.ENABLE_CUDASIM and itemsize in TILES
 
 
 @functools.cache
@@ -275,10 +282,26 @@ def v8_sector(src, out, stream=0):
         return
     if not applies(src, out):
         return tc.v6_packed(src, out, stream)
-    itemsize = np.dtype(src.dtype).itemsize
-    trows, cols, threads, min_blocks = TILES[itemsize]
-    kern, elem, halo = _kernel(itemsize, trows, cols, threads, min_blocks)
+    launch(tc._device_pointer(src), tc._device_pointer(out), B, M, N,
+           np.dtype(src.dtype).itemsize, stream)
+
+
+@functools.cache
+def _direct(itemsize):
+    """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel`, and its halo."""
+    from ..launch import DirectKernel    # real GPUs only: the simulator lacks its driver API
+
+    kern, elem, halo = _kernel(itemsize, *TILES[itemsize])
+    e = types.Array(numba.from_dtype(elem), 1, "C")
+    return DirectKernel(kern, (e, e) + (types.int64,) * 4), halo
+
+
+def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
+    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
+    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked)."""
+    trows, cols, threads, _ = TILES[itemsize]
+    direct, halo = _direct(itemsize)
     total = B * M * N
     grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M + halo, trows), B, "v8_sector")
-    kern[grid, threads, stream](src.reshape(total).view(elem), out.reshape(total).view(elem), M, N,
-                                tc._device_pointer(src) % 128, tc._device_pointer(out) % 128)
+    direct.launch(grid, (threads, 1, 1), stream, (src_ptr, total), (out_ptr, total), M, N,
+                  src_ptr % 128, out_ptr % 128)

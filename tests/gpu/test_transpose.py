@@ -61,9 +61,38 @@ def test_transpose_picks_v7_or_v8_sector():
             odd = cuda.to_device(random_array(batch + (33, 45), dtype))
             out = cuda.device_array(batch + (45, 33), dtype)
             assert transpose_sector.applies(odd, out) and choose_kernel(odd, out) == "v8_sector"
-    for dtype in (np.uint8, np.float16, np.float32, np.float64, np.int64):  # 16-byte rows
-        a = cuda.to_device(random_array((64, 96), dtype))
-        assert choose_kernel(a, cuda.device_array((96, 64), dtype)) == "v7_vec16"
+    # 16-byte rows: v7 on whole tiles, v8_sector where v7's element-wise edge paths would run.
+    whole = {np.uint8: (256, 512), np.float16: (128, 256), np.float32: (64, 128),
+             np.float64: (64, 64), np.int64: (128, 32)}
+    for dtype, (M, N) in whole.items():
+        a = cuda.to_device(random_array((M, N), dtype))
+        assert choose_kernel(a, cuda.device_array((N, M), dtype)) == "v7_vec16"
+        a = cuda.to_device(random_array((M, N + 16), dtype))
+        assert choose_kernel(a, cuda.device_array((N + 16, M), dtype)) == "v8_sector"
+
+
+@pytest.mark.parametrize("name", ["v7_vec16", "v8_sector"])
+@pytest.mark.parametrize("through_numba", [False, True])
+def test_direct_launch(name, through_numba):
+    # transpose() launches v7/v8 from raw pointers; the words it packs must be numba's own (checked
+    # on first use), and the fallback through numba's launch path must give the same result.
+    from numba_tma.kernels import transpose_vec
+
+    module = transpose_vec if name == "v7_vec16" else transpose_sector
+    a = random_array((2, 128, 320), np.float32)
+    src = cuda.to_device(a)
+    out = cuda.to_device(random_array((2, 320, 128), np.float32))
+    transpose(src, out, kernel=name)
+    direct = module._direct(4)[0]
+    assert direct._native is True
+    if through_numba:
+        direct._native = False
+        try:
+            out = cuda.to_device(random_array((2, 320, 128), np.float32))
+            transpose(src, out, kernel=name)
+        finally:
+            direct._native = True
+    np.testing.assert_array_equal(out.copy_to_host(), np.swapaxes(a, -1, -2))
 
 
 @pytest.mark.parametrize("shape", [(37, 45), (1000, 772), (5, 33, 47), (2, 64, 4100)])

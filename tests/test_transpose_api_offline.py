@@ -1,0 +1,111 @@
+"""Offline (no GPU) checks of transpose()'s host side: validation straight from the array
+interface (errors name the argument before anything reaches the driver), the kernel choice for
+every element size and shape class, and the argument words of the direct launch."""
+
+import ctypes
+import importlib
+import os
+
+import numpy as np
+import pytest
+from numba.core import types
+
+from numba_tma.kernels import transpose_vec
+from numba_tma.launch import DirectKernel
+
+# The module (the package's `transpose` attribute is the function).
+api = importlib.import_module("numba_tma.transpose")
+
+pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
+                                reason="the simulator's arrays take the numba-view path")
+
+
+class FakeCuda:
+    """An object exporting only __cuda_array_interface__ (never dereferenced here)."""
+
+    def __init__(self, shape, dtype, ptr, strides=None):
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape), "typestr": np.dtype(dtype).str, "data": (ptr, False),
+            "strides": strides, "version": 3}
+
+
+BASE = 1 << 40          # far apart, 256-byte aligned fake device addresses
+OTHER = 2 << 40
+
+
+def pair(shape, dtype, src_ptr=BASE, out_ptr=OTHER):
+    out_shape = shape[:-2] + (shape[-1], shape[-2])
+    return FakeCuda(shape, dtype, src_ptr), FakeCuda(out_shape, dtype, out_ptr)
+
+
+def test_validate_reads_the_interface():
+    s, o = api._validate(*pair((3, 40, 72), np.int16))
+    assert s == api._Operand(s.array, BASE, (3, 40, 72), 2, "int16")
+    assert o.shape == (3, 72, 40) and o.ptr == OTHER and o.dtype == "int16"
+    s, o = api._validate(*pair((40, 72), np.float64))               # 2-D is batch 1
+    assert s.shape == (1, 40, 72) and o.shape == (1, 72, 40) and s.itemsize == 8
+
+
+def test_validate_names_what_is_wrong():
+    src, out = pair((64, 32), np.float32)
+    with pytest.raises(TypeError, match="src must be a CUDA device array"):
+        api._validate(np.zeros((4, 4), np.float32), out)
+    with pytest.raises(TypeError, match="out must be a CUDA device array"):
+        api._validate(src, np.zeros((32, 64), np.float32))
+    with pytest.raises(ValueError, match="src must be 2-D"):
+        api._validate(FakeCuda((2, 2, 2, 2), np.float32, BASE), out)
+    with pytest.raises(TypeError, match="1, 2, 4 or 8 bytes; complex128 is 16"):
+        api._validate(*pair((4, 4), np.complex128))
+    with pytest.raises(ValueError, match=r"out must have shape \(32, 64\)"):
+        api._validate(src, FakeCuda((64, 32), np.float32, OTHER))
+    with pytest.raises(TypeError, match="out dtype float64 differs from src dtype float32"):
+        api._validate(src, FakeCuda((32, 64), np.float64, OTHER))
+    with pytest.raises(ValueError, match="src must be C-contiguous"):
+        api._validate(FakeCuda((64, 32), np.float32, BASE, strides=(256, 8)), out)
+    with pytest.raises(ValueError, match="out must be C-contiguous"):
+        api._validate(src, FakeCuda((32, 64), np.float32, OTHER, strides=(4, 128)))
+    with pytest.raises(ValueError, match="overlaps"):
+        api._validate(src, FakeCuda((32, 64), np.float32, BASE + 4096))
+    # Strides of a C-contiguous layout (and of size-1 axes) are accepted as given.
+    api._validate(FakeCuda((1, 64, 32), np.float32, BASE, strides=(0, 128, 4)),
+                  FakeCuda((1, 32, 64), np.float32, OTHER, strides=(8192, 256, 4)))
+
+
+# src rows x cols of v7's tile per element size (packed 1- and 2-byte elements: 4 or 2 src rows
+# per word row).
+V7_TILE = {1: (256, 256), 2: (128, 128), 4: (64, 64), 8: (64, 32)}
+
+
+@pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
+def test_choice(itemsize):
+    dtype = np.dtype(f"u{itemsize}")
+    rows, cols = V7_TILE[itemsize]
+    assert transpose_vec.TILES[itemsize][1] == cols
+
+    def choose(M, N, src_ptr=BASE):
+        return api._choose(*api._validate(*pair((M, N), dtype, src_ptr)))
+
+    assert choose(rows * 3, cols * 5) == "v7_vec16"
+    assert choose(rows * 3, cols * 5 + 16) == "v8_sector"           # partial tile column
+    # A partial tile row: v7's edge path is cheap for 4- and 8-byte elements only.
+    assert choose(rows * 3 + 16, cols * 5) == ("v7_vec16" if itemsize >= 4 else "v8_sector")
+    assert choose(rows * 3 + 1, cols * 5 + 1) == "v8_sector"        # rows not 16-byte multiples
+    assert choose(rows, cols, src_ptr=BASE + itemsize) == "v8_sector"    # misaligned base
+    assert transpose_vec.whole_tiles(itemsize, rows, cols)
+
+
+def test_direct_kernel_words_follow_numba_array_layout():
+    # numba passes a 1-D C array as meminfo, parent, nitems, itemsize, data, shape, strides.
+    def kernel():
+        pass
+
+    u4 = types.Array(types.uint32, 1, "C")
+    d = DirectKernel(kernel, (u4, types.Array(types.uint8, 1, "C"), types.int64, types.uint32))
+    words = d._words([(0x1000, 10), (0x2000, 7), -3, 5])
+    assert words[:14] == [0, 0, 10, 4, 0x1000, 10, 4, 0, 0, 7, 1, 0x2000, 7, 1]
+    assert isinstance(words[14], ctypes.c_int64) and words[14].value == -3
+    assert isinstance(words[15], ctypes.c_uint32) and words[15].value == 5
+    with pytest.raises(TypeError, match=r"argtypes\[0\]: arrays must be 1-D C-contiguous"):
+        DirectKernel(kernel, (types.Array(types.uint32, 2, "C"),))
+    with pytest.raises(TypeError, match=r"argtypes\[1\]: only 1-D arrays and integers"):
+        DirectKernel(kernel, (u4, types.float32))
