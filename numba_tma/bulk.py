@@ -369,22 +369,16 @@ def check_operand(array, nbytes, *, offset=0, name="array"):
     ``array.reshape(-1)[offset:]``'s); the address of element ``offset`` 16-byte aligned;
     ``nbytes`` a positive multiple of 16 that fits in the array from ``offset`` on.
     """
-    from .tensormap import describe_array
+    from .tensormap import describe_array, is_c_contiguous
 
     try:
         shape, strides, itemsize, _, address = describe_array(array)
     except TypeError as exc:
         raise TypeError(f"{name}: {exc}") from None
     size = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    if strides is not None and size > 1:
-        expect, contiguous = itemsize, True
-        for n, s in zip(reversed(shape), reversed(strides)):
-            if n > 1 and s != expect:
-                contiguous = False
-            expect *= n
-        if not contiguous:
-            raise ValueError(f"{name} must be C-contiguous (shape {tuple(shape)}, strides "
-                             f"{tuple(strides)} bytes)")
+    if size > 1 and not is_c_contiguous(shape, strides, itemsize):
+        raise ValueError(f"{name} must be C-contiguous (shape {tuple(shape)}, strides "
+                         f"{tuple(strides)} bytes)")
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or \
             not 0 <= offset <= size:
         raise ValueError(f"offset = {offset!r} must be an element index in 0..{size} of {name}")

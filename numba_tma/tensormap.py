@@ -611,6 +611,31 @@ def describe_array(array: Any) -> tuple[tuple[int, ...], tuple[int, ...] | None,
     )
 
 
+
+def dtype_name(spec: Any) -> str:
+    """A dtype spec from :func:`describe_array` (typestr or torch dtype) as a name that compares
+    across libraries: ``"float32"``, ``"int16"``, ``"bfloat16"``."""
+    text = str(spec)
+    if text.startswith("torch."):
+        return text[len("torch."):]
+    try:
+        return np.dtype(spec).name
+    except TypeError:
+        return text
+
+
+def is_c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...] | None, itemsize: int) -> bool:
+    """Whether ``strides`` (bytes; None = C-contiguous, as the array interface says) lay out
+    ``shape`` C-contiguously; extent-1 axes may have any stride."""
+    if strides is None:
+        return True
+    expect = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n > 1 and s != expect:
+            return False
+        expect *= n
+    return True
+
 def _current_device_id() -> int:
     from numba import cuda  # deferred: importing numba.cuda is slow
 

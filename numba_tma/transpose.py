@@ -25,14 +25,13 @@ was longer than the kernel.
 import math
 from typing import Any, NamedTuple
 
-import numpy as np
 from numba import config as numba_config
 from numba import cuda
 
 from ._arrays import allocate_like, numba_view
 from ._device import HOPPER_CC
 from .kernels import transpose_classic, transpose_sector, transpose_tma, transpose_vec
-from .tensormap import describe_array
+from .tensormap import describe_array, dtype_name, is_c_contiguous
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
 
@@ -60,33 +59,33 @@ def _describe(array, argname):
         except TypeError:
             numba_view(array, argname)          # raises the error naming the argument
             raise
-        name = str(spec).removeprefix("torch.") if not isinstance(spec, str) else \
-            np.dtype(spec).name
-        return tuple(shape), strides, itemsize, name, ptr
+        return tuple(shape), strides, itemsize, dtype_name(spec), ptr
     view = numba_view(array, argname)           # the simulator's arrays have no interface
     return (tuple(view.shape), tuple(view.strides), view.dtype.itemsize, view.dtype.name,
             transpose_classic._device_pointer(view))
 
 
 def _check_contiguous(shape, strides, itemsize, argname):
-    if strides is None:
-        return
-    expected = itemsize
-    for axis in range(len(shape) - 1, -1, -1):
-        if shape[axis] > 1 and strides[axis] != expected:
-            raise ValueError(f"{argname} must be C-contiguous; its strides are {strides} "
-                             f"bytes for shape {shape} (make a contiguous copy first)")
-        expected *= shape[axis]
+    if not is_c_contiguous(shape, strides, itemsize):
+        raise ValueError(f"{argname} must be C-contiguous; its strides are {strides} "
+                         f"bytes for shape {shape} (make a contiguous copy first)")
 
 
-def _validate(src, out):
-    """``_Operand``s (B, M, N) and (B, N, M) of ``src`` and ``out``, after every check."""
-    shape, strides, itemsize, dtype, s_ptr = _describe(src, "src")
+def _check_src(src):
+    """(shape, itemsize, dtype name, address) of ``src`` after its own checks."""
+    shape, strides, itemsize, dtype, ptr = _describe(src, "src")
     if len(shape) not in (2, 3):
         raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {shape}")
     if itemsize not in ITEMSIZES:
         raise TypeError(f"src elements must be 1, 2, 4 or 8 bytes; {dtype} is {itemsize}")
     _check_contiguous(shape, strides, itemsize, "src")
+    return shape, itemsize, dtype, ptr
+
+
+def _validate(src, out, checked_src=None):
+    """``_Operand``s (B, M, N) and (B, N, M) of ``src`` and ``out``, after every check
+    (``checked_src``: what :func:`_check_src` returned for ``src``, if it already ran)."""
+    shape, itemsize, dtype, s_ptr = checked_src or _check_src(src)
     want = shape[:-2] + (shape[-1], shape[-2])
     o_shape, o_strides, _, o_dtype, o_ptr = _describe(out, "out")
     if o_shape != want:
@@ -135,12 +134,11 @@ def transpose(src, out=None, *, kernel=None, stream=0):
     ``kernel`` forces one of ``transpose_kernels()`` by name (benchmarks, tests); by default the
     fastest one that applies is chosen. Runs asynchronously on ``stream`` (0 or a numba stream).
     """
+    checked = _check_src(src)
     if out is None:
-        shape = _describe(src, "src")[0]
-        if len(shape) not in (2, 3):
-            raise ValueError(f"src must be 2-D (M, N) or 3-D (batch, M, N); got shape {shape}")
+        shape = checked[0]
         out = allocate_like(src, shape[:-2] + (shape[-1], shape[-2]))
-    s, o = _validate(src, out)
+    s, o = _validate(src, out, checked)
     if 0 in s.shape:
         return out
     name = _choose(s, o) if kernel is None else kernel

@@ -25,7 +25,7 @@ from numba import cuda, float32, uint64
 
 from .. import mbarrier, tma
 from .._device import require_hopper
-from ..tensormap import TensorMap, describe_array
+from ..tensormap import TensorMap, describe_array, dtype_name, is_c_contiguous
 
 __all__ = ["sum_axis0", "sum_axis0_launcher", "check_sum_axis0", "plan_grid",
            "THREADS", "STAGES", "TILE_BYTES"]
@@ -123,27 +123,6 @@ def _zero_kernel():
     return zero
 
 
-def _dtype_name(spec):
-    text = str(spec)
-    if text.startswith("torch."):
-        return text[len("torch."):]
-    try:
-        return np.dtype(spec).name
-    except TypeError:
-        return text
-
-
-def _is_c_contiguous(shape, strides, itemsize):
-    if strides is None:
-        return True
-    expect = itemsize
-    for n, s in zip(reversed(shape), reversed(strides)):
-        if n > 1 and s != expect:
-            return False
-        expect *= n
-    return True
-
-
 def check_sum_axis0(x, out=None):
     """Validate ``sum_axis0``'s arguments without touching the GPU; returns ``(M, N)``.
 
@@ -155,10 +134,10 @@ def check_sum_axis0(x, out=None):
     shape, strides, itemsize, dtype, address = describe_array(x)
     if len(shape) != 2:
         raise ValueError(f"x must be 2-D (M, N), got {len(shape)}-D with shape {tuple(shape)}")
-    if _dtype_name(dtype) != "float32":
-        raise TypeError(f"x must have dtype float32, got {_dtype_name(dtype)}")
+    if dtype_name(dtype) != "float32":
+        raise TypeError(f"x must have dtype float32, got {dtype_name(dtype)}")
     m, n = (int(v) for v in shape)
-    if not _is_c_contiguous(shape, strides, itemsize):
+    if not is_c_contiguous(shape, strides, itemsize):
         raise ValueError(f"x must be C-contiguous; its strides are {tuple(strides)} bytes for "
                          f"shape {tuple(shape)}")
     if (n * itemsize) % ROW_ALIGN:
@@ -174,9 +153,9 @@ def check_sum_axis0(x, out=None):
         if tuple(int(v) for v in o_shape) != (n,):
             raise ValueError(f"out must have shape ({n},) for x of shape {(m, n)}; got "
                              f"{tuple(o_shape)}")
-        if _dtype_name(o_dtype) != "float32":
-            raise TypeError(f"out must have dtype float32, got {_dtype_name(o_dtype)}")
-        if not _is_c_contiguous(o_shape, o_strides, o_itemsize):
+        if dtype_name(o_dtype) != "float32":
+            raise TypeError(f"out must have dtype float32, got {dtype_name(o_dtype)}")
+        if not is_c_contiguous(o_shape, o_strides, o_itemsize):
             raise ValueError(f"out must be contiguous; its stride is {tuple(o_strides)} bytes")
         if n and o_address % ROW_ALIGN:
             raise ValueError(f"out's data at {o_address:#x} is not {ROW_ALIGN}-byte aligned "
