@@ -152,6 +152,16 @@ def speedup(reference_ms, ms):
     return reference_ms / ms
 
 
+def geomean(values):
+    """Geometric mean of positive numbers (None entries skipped); None when there are none."""
+    xs = [float(x) for x in values if x is not None]
+    if not xs:
+        return None
+    if min(xs) <= 0:
+        raise ValueError("geomean of a non-positive value")
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 # ---------------------------------------------------------------------------------------------
 # timing
 
@@ -187,6 +197,33 @@ def time_cuda(fn, iters, warmup=0, *, event=None, synchronize=None, hold=None):
     pairs[-1][1].synchronize()
     synchronize()
     return [start.elapsed_time(end) for start, end in pairs]
+
+
+def time_cuda_batch(fn, iters, warmup=0, *, event=None, synchronize=None):
+    """Time per run in ms of ``iters`` back-to-back runs of ``fn()`` between one pair of CUDA
+    events, with no GPU-side wait: what a caller sees, the Python launch path included wherever
+    it is slower than the GPU (``time_cuda`` with ``hold`` times the GPU alone).
+
+    ``warmup`` untimed runs and a device synchronize come first. ``event``/``synchronize`` as
+    in ``time_cuda``.
+    """
+    if iters < 1:
+        raise ValueError("iters must be >= 1")
+    if event is None or synchronize is None:
+        from numba import cuda
+
+        event = event or cuda.event
+        synchronize = synchronize or cuda.synchronize
+    for _ in range(warmup):
+        fn()
+    synchronize()
+    start, end = event(), event()
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / iters
 
 
 # ---------------------------------------------------------------------------------------------

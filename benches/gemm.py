@@ -1,40 +1,52 @@
-"""GEMM throughput: numba_tma's GEMMs against cuBLAS (through torch, else CuPy), same process.
+"""GEMM throughput: numba_tma's GEMMs against cuBLAS (torch.matmul) and a tuned Triton matmul.
 
-Run from the repository root on an sm_90 GPU, after ``pip install .``:
+Run from the repository root on an sm_90 GPU, after ``pip install .`` (torch needed, Triton
+optional):
 
-    # the issue's table: cubes 1024..8192 plus non-square and odd shapes, fp16 in, fp32 acc
+    # the issue's table: fp16 and bf16, cubes 1024..8192 plus non-square and odd shapes
     python benches/gemm.py --json benches/results/gemm-h100.json
-    # one shape, a few kernels
-    python benches/gemm.py --size 4096 --kernels 'tma_mma*'
+    # one shape, one dtype, a few kernels
+    python benches/gemm.py --size 4096 --dtype bfloat16 --kernels 'tma_mma*'
 
-Per shape (M, N, K) the script makes fresh random inputs (standard normal, fp16 or bf16) and
-for each kernel:
+Per shape (M, N, K) the script makes fresh random inputs (standard normal, rounded to each
+``--dtype``: float16 and bfloat16 by default) and for each dtype:
 
 1. checks first: the output is poisoned with NaN, the kernel runs once and its result is compared
-   with a float32 reference (cuBLAS in fp32 with TF32 off, or numpy float64 for small shapes):
-   ``max|C - ref| / max|ref|`` must stay under the kernel's bound (fp16/bf16 output rounding plus
-   fp32 accumulation; TF32-free fp32 for the SIMT kernel). A failed check is reported FAILED and
-   the kernel is not timed;
-2. times it: ``--rounds`` rounds, each timing cuBLAS and then every kernel (``--warmup``
-   untimed runs, then ``--iters`` runs each between its own pair of CUDA events on the default
-   stream; the median is the round's figure); a kernel's time is the median of its rounds.
-   Rounds interleave the kernels with cuBLAS because the H100's clock moves with its power
-   draw over a long run (cuBLAS itself was seen at 614-729 TFLOP/s in three back-to-back
-   8192^3 timings). The timed launches are queued behind a GPU-side wait
-   (``torch.cuda._sleep``), so the times are the GPU's, not the Python launch path's; that
-   path is reported on its own as ``host us``: the Python cost of one ``matmul()`` call
-   (argument checks, launcher lookup, numba's launch), measured while the GPU is held.
+   with a float32 reference (cuBLAS in fp32 with TF32 off, of the rounded inputs):
+   ``max|C - ref| / max|ref|`` must stay under the bound of the output dtype (fp16/bf16
+   rounding plus fp32 accumulation; TF32-free fp32 for the SIMT kernel). A failed check is
+   reported FAILED and the kernel is not timed. The Triton baseline is checked the same way;
+2. times it: ``--rounds`` rounds, each timing cuBLAS, then Triton, then every kernel
+   (``--warmup`` untimed runs, then ``--iters`` runs each between its own pair of CUDA events
+   on the default stream; the median is the round's figure); a time is the median of its
+   rounds. Rounds interleave the kernels with the baselines because the H100's clock moves
+   with its power draw over a long run (cuBLAS itself was seen at 614-729 TFLOP/s in three
+   back-to-back 8192^3 timings). The timed launches are queued behind a GPU-side wait
+   (``torch.cuda._sleep``), so ``us`` is the GEMM kernel alone (the launcher already planned,
+   device time), not the Python launch path's. The host side is reported apart:
+   ``host us`` is the Python cost of one call (argument checks, launcher lookup, the launch),
+   measured while the GPU is held; ``wall us`` is what a caller sees: ``--iters`` calls back to
+   back between two events with no GPU wait, per call (the larger of host and device cost).
 
-One line per kernel and shape: ``us | TFLOP/s | x cuBLAS | host us`` (cuBLAS of the same input and output
-dtypes over the kernel's time; >1 means faster), then the geometric mean of x cuBLAS per kernel.
-The seed-004 SIMT GEMM is fp32 and is compared with cuBLAS fp32 (TF32 off). Exit status 1 when a
-numba_tma kernel FAILED.
+Baselines, for each (input, output) dtype pair some kernel runs: cuBLAS through
+``torch.matmul(a, b, out=)`` (fp32 output from 16-bit inputs: torch.matmul's 16-bit result, cast
+after), and Triton: the tutorial-structured matmul below (grouped tile raster, ``tl.dot`` over K
+into fp32; told that rows are 16-byte aligned where N, K and the row strides are multiples of 8,
+as it infers that only from multiples of 16), autotuned over ``TRITON_CONFIGS`` per (M, N, K)
+and dtypes at its first call, which is the untimed check; the timed calls go straight to the
+chosen config. Without Triton its column shows ``-``. The seed-004 SIMT GEMM is fp32 and runs
+once per shape against cuBLAS fp32 (TF32 off; Triton has no fp32 baseline here).
+
+One line per kernel, shape and dtype: ``us | TFLOP/s | x cuBLAS | x Triton`` (the baseline's
+time over the kernel's, same input and output dtypes; >1 means faster), then a table with the
+host figures and ``x cuBLAS wall`` (cuBLAS's wall time over the kernel's), then the geometric
+mean of x cuBLAS and x Triton per kernel. Exit status 1 when a numba_tma kernel FAILED.
 """
 
 import argparse
+import dataclasses
 import functools
 import importlib.util
-import math
 import os
 import sys
 import time
@@ -56,14 +68,55 @@ def load_common():
 common = load_common()
 
 BENCH = "gemm"
+GEMM_DTYPES = ("float16", "bfloat16")          # the input dtypes a run can ask for
+DEFAULT_DTYPES = GEMM_DTYPES
+DTYPE_ALIASES = {"fp16": "float16", "f16": "float16", "half": "float16", "bf16": "bfloat16"}
 DEFAULT_SIZES = (1024, 2048, 4096, 8192)
-#: Non-square and odd shapes (M, N, K): tall-skinny, wide, a K-heavy one and sizes that are
-#: not tile multiples (K and N still multiples of 8, as TMA's 16-byte rows need).
-DEFAULT_SHAPES = ((8192, 1024, 8192), (1024, 8192, 8192), (2048, 2048, 16384),
-                  (4095, 4104, 4096), (3000, 5000, 2000), (1000, 1000, 1000))
+#: Non-square and odd shapes (M, N, K): tall-skinny, wide, and sizes that are not tile multiples
+#: (K and N still multiples of 8, as TMA's 16-byte rows need).
+DEFAULT_SHAPES = ((4095, 4104, 4096), (8192, 1024, 8192), (1024, 8192, 8192),
+                  (3000, 5000, 2000), (1000, 1000, 1000))
 SIMT_MAX = 4096                 # the SIMT GEMM runs on shapes up to this size (it is slow)
 #: max|C - ref| / max|ref| allowed: output rounding (2^-8 bf16, 2^-11 f16) plus accumulation.
 BOUND = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-4}
+HOLD_CYCLES = 200_000_000      # ~0.1 s of GPU wait: longer than queuing any timed batch
+
+#: Triton's autotuning space, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps): Hopper tiles
+#: (wgmma wants 64-row multiples; <= 192 KiB of pipelined smem), big ones for the large shapes,
+#: smaller ones to fill 132 SMs at 1024^3. Kept short: each is compiled per dtype pair and per
+#: divisibility of M, N, K and tried at every shape.
+TRITON_CONFIGS = (
+    (128, 256, 64, 3, 8),
+    (256, 128, 64, 3, 8),
+    (128, 256, 32, 4, 8),
+    (128, 128, 64, 4, 4),
+    (128, 128, 64, 5, 8),
+    (64, 256, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+)
+TRITON_GROUP_M = 8              # tile rows that walk N together (B tiles reused from L2)
+
+HEADERS = ["M x N x K", "dtype", "kernel", "us", "TFLOP/s", "x cuBLAS", "x Triton", "host us",
+           "wall us", "x cuBLAS wall", "check"]
+TABLE_ALIGN = "lll" + "r" * 7 + "l"
+
+
+def parse_dtypes(text):
+    """``"float16,bf16"`` -> ``["float16", "bfloat16"]`` (order kept, duplicates dropped)."""
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if not part:
+            continue
+        name = DTYPE_ALIASES.get(part, part)
+        if name not in GEMM_DTYPES:
+            raise ValueError(f"unsupported dtype {part!r}; choose from {', '.join(GEMM_DTYPES)}")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ValueError("empty dtype list")
+    return out
 
 
 def parse_args(argv=None):
@@ -74,11 +127,14 @@ def parse_args(argv=None):
                    action="append", metavar=("M", "N", "K"), help="an extra shape (repeatable)")
     p.add_argument("--no-default-shapes", action="store_true",
                    help="skip the built-in non-square/odd shapes")
-    p.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
+    p.add_argument("--dtype", dest="dtypes", type=common.argparse_type(parse_dtypes),
+                   default=list(DEFAULT_DTYPES),
+                   help="comma list of input dtypes, each run at every shape "
+                        "(default float16,bfloat16)")
     p.add_argument("--kernels", default=None, help="comma list or globs of kernel names")
     p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=30)
     p.add_argument("--rounds", type=common.argparse_type(common.positive_int), default=3,
-                   help="timing rounds, each over cuBLAS and every kernel (default 3)")
+                   help="timing rounds, each over cuBLAS, Triton and every kernel (default 3)")
     p.add_argument("--warmup", type=common.argparse_type(common.nonnegative_int), default=5)
     p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None)
     p.add_argument("--json", metavar="PATH", default=None)
@@ -92,7 +148,8 @@ def parse_args(argv=None):
 
 
 def kernels(torch):
-    """``{name: (input dtype or None for the run's, output dtype, launcher(a, b, out))}``."""
+    """``{name: (input dtype or None for the run's, output dtype or None for the input's,
+    launcher(a, b, out))}``."""
     from numba_tma import matmul
     from numba_tma.kernels.gemm_tma import GemmConfig
 
@@ -113,7 +170,214 @@ def kernels(torch):
     return table
 
 
-HOLD_CYCLES = 200_000_000      # ~0.1 s of GPU wait: longer than queuing any timed batch
+# --- the Triton baseline ----------------------------------------------------------------------
+
+triton = tl = None              # imported by triton_matmul(): the kernel's globals
+
+
+@functools.lru_cache(maxsize=None)
+def triton_matmul():
+    """``(tune, None)``, or ``(None, reason)`` where Triton is not importable.
+
+    ``tune(a, b, out)`` computes ``out = a @ b`` (torch tensors: ``a`` (M, K) and ``b`` (K, N)
+    float16 or bfloat16, any strides; ``out`` (M, N) float16, bfloat16 or float32) with the
+    Triton kernel autotuned over ``TRITON_CONFIGS`` for this (M, N, K) and these dtypes, and
+    returns ``(launch, config)``: ``launch()`` reruns it on the same tensors with the chosen
+    config, straight to the jitted kernel, so a timed call can never autotune.
+    """
+    mod, why = common.import_optional("triton")
+    if mod is None:
+        return None, why
+    global triton, tl           # Triton resolves the kernel's names through its module globals
+    import triton
+    import triton.language as tl
+    import triton.testing
+
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                      stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr, ALIGN: tl.constexpr):
+        # Rows of a multiple of 8 elements are 16-byte aligned, but Triton infers alignment only
+        # from arguments divisible by 16 (its specialization). Rounding N, K and the row strides
+        # down to ALIGN, a no-op (8 only where the host saw multiples of 8), proves it, so the
+        # loads are vectorized and pipelined at shapes such as N = 4104 or 1000 too.
+        N = N // ALIGN * ALIGN
+        K = K // ALIGN * ALIGN
+        stride_am = stride_am // ALIGN * ALIGN
+        stride_bk = stride_bk // ALIGN * ALIGN
+        stride_cm = stride_cm // ALIGN * ALIGN
+        # Grouped raster: GROUP_M tile rows sweep the tile columns together, so the B tiles
+        # they share are read from L2 rather than HBM.
+        pid = tl.program_id(0)
+        tiles_m = tl.cdiv(M, BLOCK_M)
+        tiles_n = tl.cdiv(N, BLOCK_N)
+        per_group = GROUP_M * tiles_n
+        first_m = (pid // per_group) * GROUP_M
+        group_m = min(tiles_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % per_group) % group_m
+        pid_n = (pid % per_group) // group_m
+        # Rows and columns past M and N wrap onto valid ones, so the loads need a mask only
+        # along K; the store is masked.
+        offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+        offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in range(0, tl.cdiv(K, BLOCK_K)):
+            k_left = K - kt * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
+                 mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+    def bench(fn, quantiles):
+        # Shorter than Triton's default (25 ms warm-up, 100 ms of runs) per config: enough to
+        # rank them, and it keeps the tuning of every (shape, dtypes) key to seconds.
+        return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
+
+    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                              "GROUP_M": TRITON_GROUP_M}, num_stages=stages, num_warps=warps)
+               for bm, bn, bk, stages, warps in TRITON_CONFIGS]
+    tuned_kernel = triton.autotune(configs, key=["M", "N", "K"], do_bench=bench)(matmul_kernel)
+
+    def grid(M, N, meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    def tune(a, b, out):
+        (M, K), (Kb, N) = a.shape, b.shape
+        if Kb != K or tuple(out.shape) != (M, N):
+            raise ValueError(f"shapes {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(out.shape)}")
+        if a.dtype != b.dtype or str(a.dtype).split(".")[-1] not in GEMM_DTYPES:
+            raise TypeError(f"float16 or bfloat16 inputs; got {a.dtype} and {b.dtype}")
+        args = (a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride())
+        align = 8 if all(v % 8 == 0 for v in (N, K, a.stride(0), b.stride(0), out.stride(0))) else 1
+        tuned_kernel[lambda meta: grid(M, N, meta)](*args, ALIGN=align)  # tunes on a new key
+        config = tuned_kernel.best_config
+        launch = functools.partial(matmul_kernel[grid(M, N, config.kwargs)], *args, ALIGN=align,
+                                   **config.all_kwargs())
+        return launch, config
+
+    return tune, None
+
+
+def config_label(config):
+    """``128x256x64 s3 w8`` for a triton.Config of the kernel above."""
+    kw = config.kwargs
+    return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{config.num_stages} "
+            f"w{config.num_warps}")
+
+
+# --- results: pure helpers --------------------------------------------------------------------
+
+def bound(kin, kout):
+    """The check's bound on ``max|C - ref| / max|ref|`` for these input and output dtypes."""
+    return BOUND[kout] if kin != "bfloat16" else max(BOUND[kout], BOUND["bfloat16"])
+
+
+def dtype_label(kin, kout):
+    return kin if kin == kout else f"{kin}->{kout}"
+
+
+def new_row(kernel, shape, kin, kout):
+    return {"kernel": kernel, "shape": list(shape), "in_dtype": kin, "out_dtype": kout,
+            "x_triton": None}
+
+
+def score(row, rounds_ms, flop, cublas_ms=None, triton_ms=None, wall_ms=(),
+          cublas_wall_ms=None):
+    """Fill a timed row from its per-round device times (ms) and wall times per call (ms),
+    given its baselines' (median ms, None where there is none): ``us``, ``TFLOPs``,
+    ``x_cublas``, ``x_triton``, ``wall_us``, ``x_cublas_wall``, ``rounds_us``. Returns it."""
+    ms = common.median(rounds_ms)
+    wall = common.median(wall_ms) if wall_ms else None
+    row.update(status="ok", us=ms * 1e3, TFLOPs=flop / (ms * 1e-3) / 1e12,
+               x_cublas=common.speedup(cublas_ms, ms), x_triton=common.speedup(triton_ms, ms),
+               wall_us=None if wall is None else wall * 1e3,
+               x_cublas_wall=common.speedup(cublas_wall_ms, wall),
+               rounds_us=[t * 1e3 for t in rounds_ms])
+    return row
+
+
+def _x(value):
+    return f"{common.fmt(value)}x"
+
+
+def perf_line(row):
+    """The progress line of one timed row."""
+    m, n, k = row["shape"]
+    flop = 2 * m * n * k
+    rounds = ", ".join(f"{flop / (t * 1e-6) / 1e12:.0f}" for t in row["rounds_us"])
+    label = dtype_label(row["in_dtype"], row["out_dtype"]) + ":"
+    return (f"Perf ({m}, {n}, {k}) {label:18s} {row['kernel']:18s} {row['us']:9.1f} us | "
+            f"{row['TFLOPs']:6.1f} TFLOP/s | {_x(row['x_cublas'])} cuBLAS | "
+            f"{_x(row['x_triton'])} Triton | wall {common.fmt(row.get('wall_us'), '.1f')} us | "
+            f"rounds {rounds} TFLOP/s")
+
+
+def _check_text(row):
+    status = row.get("status")
+    if status == "skipped":
+        return "skipped: " + row["reason"]
+    text = "" if row.get("rel_err") is None else f"rel err {row['rel_err']:.1e}"
+    if status == "FAILED":
+        return "FAILED " + text
+    if row.get("config"):
+        text += f" ({row['config']})"
+    return text
+
+
+def table_row(row):
+    """The cells of one result row under ``HEADERS``."""
+    m, n, k = row["shape"]
+    cells = [f"{m}x{n}x{k}", dtype_label(row["in_dtype"], row["out_dtype"]), row["kernel"]]
+    if row.get("status") != "ok":
+        return cells + ["-"] * 7 + [_check_text(row)]
+    return cells + [f"{row['us']:.1f}", f"{row['TFLOPs']:.1f}", common.fmt(row["x_cublas"]),
+                    common.fmt(row["x_triton"]), common.fmt(row.get("host_us"), ".0f"),
+                    common.fmt(row.get("wall_us"), ".1f"), common.fmt(row.get("x_cublas_wall")),
+                    _check_text(row)]
+
+
+def geomeans(results, field, skip=None):
+    """``{kernel: (geometric mean, count)}`` of ``field`` over the rows timed ok (kernels in
+    order of first appearance; ``skip``, the field's own baseline, left out)."""
+    values = {}
+    for row in results:
+        if row["kernel"] != skip and row.get("status") == "ok" and row.get(field) is not None:
+            values.setdefault(row["kernel"], []).append(row[field])
+    return {name: (common.geomean(xs), len(xs)) for name, xs in values.items()}
+
+
+def geomean_line(name, x_cublas, x_triton):
+    """``geomean tma_mma: 0.631x cuBLAS over 18 runs, 1.050x Triton over 16 runs`` from two
+    ``geomeans`` results; None when neither has ``name``."""
+    parts = []
+    for label, means in (("cuBLAS", x_cublas), ("Triton", x_triton)):
+        if name in means:
+            mean, count = means[name]
+            parts.append(f"{mean:.3f}x {label} over {count} runs")
+    return f"geomean {name}: {', '.join(parts)}" if parts else None
+
+
+# --- running ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Timed:
+    """One timed launcher: its result row, ``fn()``, its baselines' key (in, out dtype) and the
+    per-round device medians and wall times (ms)."""
+    row: dict
+    fn: object
+    key: tuple
+    ms: list = dataclasses.field(default_factory=list)
+    wall: list = dataclasses.field(default_factory=list)
 
 
 def _matmul_cast(torch, a, b, out):
@@ -135,6 +399,126 @@ def _host_us_per_call(fn, iters, hold):
     return elapsed / iters * 1e6
 
 
+class ShapeRun:
+    """The inputs of one shape (fp32 normals), their casts to each input dtype and the fp32
+    references, shared by the dtypes run at that shape."""
+
+    def __init__(self, torch, shape, gen):
+        self.torch, self.shape = torch, shape
+        m, n, k = shape
+        self.a = torch.randn(m, k, device="cuda", dtype=torch.float32, generator=gen)
+        self.b = torch.randn(k, n, device="cuda", dtype=torch.float32, generator=gen)
+        self.casts, self.refs = {}, {}
+        self.fixed_done = set()     # kernels of a fixed input dtype already run at this shape
+
+    def operands(self, kin):
+        if kin not in self.casts:
+            dt = getattr(self.torch, kin)
+            self.casts[kin] = (self.a.to(dt).contiguous(), self.b.to(dt).contiguous())
+        return self.casts[kin]
+
+    def poisoned(self, kout):
+        m, n, _ = self.shape
+        return self.torch.full((m, n), float("nan"), device="cuda",
+                               dtype=getattr(self.torch, kout))
+
+    def rel_err(self, out, kin):
+        """``max|out - ref| / max|ref|`` against fp32 cuBLAS (TF32 off) of the rounded inputs
+        (NaN when ``out`` has a NaN)."""
+        if kin not in self.refs:
+            ta, tb = self.operands(kin)
+            ref = ta.float() @ tb.float()
+            self.refs[kin] = (ref, ref.abs().max().item())
+        ref, scale = self.refs[kin]
+        return (out.float() - ref).abs().max().item() / scale
+
+
+def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
+    """Check and time, in interleaved rounds, cuBLAS, Triton and the kernels ``names`` on one
+    shape with ``dtype`` inputs. Returns (result rows, whether a numba_tma kernel FAILED)."""
+    shape = run.shape
+    m, n, k = shape
+    cublas, triton_ = {}, {}        # (kin, kout) -> Timed
+    base_rows, kernel_rows, timed = [], [], []
+    failed = False
+
+    def add_baselines(kin, kout):
+        key = (kin, kout)
+        ta, tb = run.operands(kin)
+        cout = torch.empty((m, n), device="cuda", dtype=getattr(torch, kout))
+        if kout == kin:
+            fn = functools.partial(torch.matmul, ta, tb, out=cout)
+        else:   # fp32 output from 16-bit inputs: torch.matmul's 16-bit result, cast after
+            fn = functools.partial(_matmul_cast, torch, ta, tb, cout)
+        cublas[key] = Timed(new_row("cublas", shape, kin, kout), fn, key)
+        base_rows.append(cublas[key].row)
+        if tune_triton is None or kin not in GEMM_DTYPES:
+            return
+        row = new_row("triton", shape, kin, kout)
+        base_rows.append(row)
+        tout = run.poisoned(kout)
+        try:
+            launch, config = tune_triton(ta, tb, tout)      # autotunes here, untimed
+            torch.cuda.synchronize()
+            tout.fill_(float("nan"))                        # the chosen config alone must
+            launch()                                        # write all of out
+            torch.cuda.synchronize()
+        except Exception as exc:    # Triton's compile and launch errors share no base class
+            row.update(status="skipped", reason=common.one_line(exc))
+            return
+        row.update(rel_err=run.rel_err(tout, kin), config=config_label(config))
+        if not row["rel_err"] <= bound(kin, kout):
+            row["status"] = "FAILED"
+            return
+        triton_[key] = Timed(row, launch, key)
+
+    for name in names:
+        kin, kout, fn = table[name]
+        fixed = kin is not None
+        kin = kin or dtype
+        kout = kout or kin
+        if kin == "float32" and max(shape) > SIMT_MAX:
+            continue
+        if fixed:   # its input dtype is not --dtype's: run it once per shape, not per dtype
+            if name in run.fixed_done:
+                continue
+            run.fixed_done.add(name)
+        ta, tb = run.operands(kin)
+        out = run.poisoned(kout)
+        row = new_row(name, shape, kin, kout)
+        kernel_rows.append(row)
+        try:
+            fn(ta, tb, out)
+            torch.cuda.synchronize()
+        except (TypeError, ValueError, RuntimeError) as exc:
+            row.update(status="skipped", reason=common.one_line(exc))
+            continue
+        row["rel_err"] = run.rel_err(out, kin)
+        if not row["rel_err"] <= bound(kin, kout):
+            failed = True
+            row["status"] = "FAILED"
+            continue
+        if (kin, kout) not in cublas:
+            add_baselines(kin, kout)
+        timed.append(Timed(row, functools.partial(fn, ta, tb, out), (kin, kout)))
+
+    # Rounds: cuBLAS, Triton, then each kernel, again and again (the clock drifts with power).
+    entries = list(cublas.values()) + list(triton_.values()) + timed
+    for _ in range(args.rounds):
+        for t in entries:
+            t.ms.append(common.median(common.time_cuda(t.fn, args.iters, args.warmup, hold=hold)))
+            t.wall.append(common.time_cuda_batch(t.fn, args.iters, args.warmup))
+    cublas_ms = {key: common.median(t.ms) for key, t in cublas.items()}
+    cublas_wall = {key: common.median(t.wall) for key, t in cublas.items()}
+    triton_ms = {key: common.median(t.ms) for key, t in triton_.items()}
+    for t in entries:
+        score(t.row, t.ms, 2 * m * n * k, cublas_ms.get(t.key), triton_ms.get(t.key), t.wall,
+              cublas_wall.get(t.key))
+        t.row["host_us"] = _host_us_per_call(t.fn, args.iters, hold) if hold else None
+        print(perf_line(t.row), flush=True)
+    return base_rows + kernel_rows, failed
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch, why = common.import_optional("torch")
@@ -144,109 +528,43 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = False
     gen = torch.Generator(device="cuda")
     gen.manual_seed(args.seed if args.seed is not None else int(time.time()))
+    tune_triton, triton_why = triton_matmul()
     env = common.gpu_environment()
     print(f"# {env['gpu']} (cc {env['compute_capability']}, {env['sm_count']} SMs), driver "
-          f"{env['driver']}; {args.dtype} inputs; median of {args.iters} runs after "
-          f"{args.warmup} warm-ups")
+          f"{env['driver']}; {', '.join(args.dtypes)} inputs; median of {args.iters} runs after "
+          f"{args.warmup} warm-ups, {args.rounds} rounds")
+    if tune_triton is None:
+        common.log(f"no Triton baseline: {triton_why}")
     table = kernels(torch)
     names = common.select_names(table, args.kernels)
     hold = (lambda: torch.cuda._sleep(HOLD_CYCLES)) if hasattr(torch.cuda, "_sleep") else None
-    rows, results, failed = [], [], False
-    for (m, n, k) in args.shapes:
-        a = torch.randn(m, k, device="cuda", dtype=torch.float32, generator=gen)
-        b = torch.randn(k, n, device="cuda", dtype=torch.float32, generator=gen)
-        refs = {}                       # per input dtype: fp32 cuBLAS of the rounded inputs
-        timed = []                      # (name, row, launcher, (kin, kout)) that passed
-        cublas = {}                     # (kin, kout) -> launcher
-        for name in names:
-            kin, kout, fn = table[name]
-            kin = kin or args.dtype
-            kout = kout or kin
-            if kin == "float32" and max(m, n, k) > SIMT_MAX:
-                continue
-            ta = a.to(getattr(torch, kin)).contiguous()
-            tb = b.to(getattr(torch, kin)).contiguous()
-            out = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, kout))
-            row = {"kernel": name, "shape": [m, n, k], "in_dtype": kin, "out_dtype": kout}
-            try:
-                fn(ta, tb, out)
-                torch.cuda.synchronize()
-            except (TypeError, ValueError, RuntimeError) as exc:
-                row.update(status="skipped", reason=common.one_line(exc))
-                results.append(row)
-                rows.append([f"{m}x{n}x{k}", name, "-", "-", "-", "-",
-                             "skipped: " + row["reason"]])
-                continue
-            if kin not in refs:
-                ref = ta.float() @ tb.float()                  # TF32 off
-                refs[kin] = (ref, ref.abs().max().item())
-            ref, scale = refs[kin]
-            rel = (out.float() - ref).abs().max().item() / scale
-            bound = BOUND[kout] if kin != "bfloat16" else max(BOUND[kout], BOUND["bfloat16"])
-            if not rel <= bound:
-                failed = True
-                row.update(status="FAILED", rel_err=rel)
-                results.append(row)
-                rows.append([f"{m}x{n}x{k}", name, "-", "-", "-", "-", f"FAILED rel err {rel:.2e}"])
-                continue
-            row["rel_err"] = rel
-            key = (kin, kout)
-            if key not in cublas:
-                cout = torch.empty((m, n), device="cuda", dtype=getattr(torch, kout))
-                if kout == kin:
-                    cublas[key] = functools.partial(torch.matmul, ta, tb, out=cout)
-                else:   # fp32 output from 16-bit inputs: cuBLAS's fp32-accumulate, cast after
-                    cublas[key] = functools.partial(_matmul_cast, torch, ta, tb, cout)
-            timed.append((name, row, functools.partial(fn, ta, tb, out), key))
-        # Rounds: cuBLAS and then each kernel, again and again (the clock drifts with power).
-        samples = {key: [] for key in cublas}
-        samples.update({name: [] for name, _, _, _ in timed})
-        for _ in range(args.rounds):
-            for key, fn in cublas.items():
-                samples[key].append(common.median(
-                    common.time_cuda(fn, args.iters, args.warmup, hold=hold)))
-            for name, _, fn, _ in timed:
-                samples[name].append(common.median(
-                    common.time_cuda(fn, args.iters, args.warmup, hold=hold)))
-        cublas_ms = {key: common.median(samples[key]) for key in cublas}
-        flop = 2 * m * n * k
-        for (kin, kout), ms in cublas_ms.items():
-            tf = flop / (ms * 1e-3) / 1e12
-            results.append({"kernel": "cublas", "shape": [m, n, k], "in_dtype": kin,
-                            "out_dtype": kout, "status": "ok", "us": ms * 1e3, "TFLOPs": tf,
-                            "x_cublas": 1.0, "rounds_us": [t * 1e3 for t in samples[(kin, kout)]]})
-            rows.append([f"{m}x{n}x{k}", f"cublas {kin}->{kout}", f"{ms * 1e3:.1f}", f"{tf:.1f}",
-                         "1.00", "-", ""])
-        for name, row, fn, key in timed:
-            ms = common.median(samples[name])
-            tf = flop / (ms * 1e-3) / 1e12
-            x = cublas_ms[key] / ms
-            host_us = _host_us_per_call(fn, args.iters, hold) if hold else None
-            row.update(status="ok", us=ms * 1e3, TFLOPs=tf, x_cublas=x, host_us=host_us,
-                       rounds_us=[t * 1e3 for t in samples[name]])
-            results.append(row)
-            rows.append([f"{m}x{n}x{k}", name, f"{ms * 1e3:.1f}", f"{tf:.1f}", f"{x:.2f}",
-                         common.fmt(host_us, ".0f"), f"rel err {row['rel_err']:.1e}"])
-            print(f"Perf ({m}, {n}, {k}): {name:16s} {ms * 1e3:9.1f} us | {tf:6.1f} TFLOP/s | "
-                  f"{x:.2f}x cuBLAS | rounds "
-                  f"{', '.join(f'{flop / t / 1e9:.0f}' for t in samples[name])} TFLOP/s", flush=True)
-        del a, b, refs, timed, cublas
+    results, failed = [], False
+    for shape in args.shapes:
+        run = ShapeRun(torch, shape, gen)
+        for dtype in args.dtypes:
+            rows, bad = bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold)
+            results += rows
+            failed |= bad
+        del run
         common.free_device_memory()
     print()
-    print(common.format_table(["M x N x K", "kernel", "us", "TFLOP/s", "x cuBLAS", "host us",
-                               "check"], rows))
-    means = {}
-    for name in names:
-        xs = [r["x_cublas"] for r in results if r["kernel"] == name and r.get("status") == "ok"]
-        if xs:
-            means[name] = math.exp(sum(math.log(x) for x in xs) / len(xs))
-            print(f"geomean x cuBLAS {name}: {means[name]:.3f} over {len(xs)} shapes")
+    print(common.format_table(HEADERS, [table_row(r) for r in results], align=TABLE_ALIGN))
+    x_cublas = geomeans(results, "x_cublas", skip="cublas")
+    x_triton = geomeans(results, "x_triton", skip="triton")
+    for name in ["cublas", "triton"] + names:
+        line = geomean_line(name, x_cublas, x_triton)
+        if line:
+            print(line)
     if args.json:
         common.write_json(args.json, {
             "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
-            "versions": common.package_versions(), "dtype": args.dtype, "iters": args.iters,
-            "rounds": args.rounds, "timing": "device time: launches queued behind a GPU wait",
-            "warmup": args.warmup, "results": results, "geomean_x_cublas": means,
+            "versions": common.package_versions(extra=("triton",)), "dtype": args.dtypes,
+            "iters": args.iters, "rounds": args.rounds,
+            "timing": "us: device time, launches queued behind a GPU wait; wall_us: "
+                      "back-to-back calls without the wait, per call",
+            "warmup": args.warmup, "results": results,
+            "geomean_x_cublas": {name: mean for name, (mean, _) in x_cublas.items()},
+            "geomean_x_triton": {name: mean for name, (mean, _) in x_triton.items()},
             "command": " ".join(sys.argv), "timestamp": common.timestamp()})
     return 1 if failed else 0
 

@@ -3,10 +3,12 @@
 ``a`` (M, K) and ``b`` (K, N) are float16 or bfloat16 CUDA arrays (numba, CuPy or torch; torch
 for bfloat16), each either row-major or column-major contiguous (a transposed view such as
 ``w.T`` is fine: the kernel reads it with ``ldmatrix.trans``). ``out`` (M, N) is row-major
-float16, bfloat16 or float32; accumulation is fp32. The kernel is the TMA-fed ``mma.sync`` GEMM
-of :mod:`numba_tma.kernels.gemm_tma`; any M, N, K work (partial tiles are zero-filled on load and
-clipped on store), but TMA needs every row pitch to be a multiple of 16 bytes (8 half-precision
-or 4 float32 elements) and 16-byte-aligned base addresses.
+float16, bfloat16 or float32; accumulation is fp32. The kernel is the warp-specialised TMA +
+``wgmma`` GEMM of :mod:`numba_tma.kernels.gemm_wgmma` (a ``WgmmaConfig``); the ``mma.sync`` GEMM
+of :mod:`numba_tma.kernels.gemm_tma` stays a rung of the ladder, run when a ``GemmConfig`` is
+given. Any M, N, K work (partial tiles are zero-filled on load and clipped on store), but TMA
+needs every row pitch to be a multiple of 16 bytes (8 half-precision or 4 float32 elements) and
+16-byte-aligned base addresses.
 """
 
 import collections
@@ -18,7 +20,7 @@ from numba import cuda
 
 from ._arrays import allocate_like, numba_view
 from ._device import require_hopper
-from .kernels import gemm_tma
+from .kernels import gemm_tma, gemm_wgmma
 from .kernels._descriptors import descriptor
 
 __all__ = ["matmul", "MatmulPlan", "plan_matmul"]
@@ -118,6 +120,7 @@ def plan_matmul(a, b, out, config=None):
     if not o_row and m > 1 and n > 1:
         raise ValueError("out must be row-major (C-contiguous); got a column-major array")
     config = config or choose_config(m, n, k)
+    _family(config)
     if m and n and k:
         _check_tma(sa, "a", "M x K row-major" if a_row else "column-major (stored K x M)")
         _check_tma(sb, "b", "N-contiguous (K x N row-major)" if b_row else
@@ -134,12 +137,26 @@ def plan_matmul(a, b, out, config=None):
 
 
 def choose_config(m, n, k):
-    """The block tile for an M x N problem: 128 x 256 (8 warps, 4 stages) fills the H100's 132 SMs
-    from about 4096 x 1024 up; smaller outputs take 128 x 128 tiles so more blocks run."""
-    big = gemm_tma.DEFAULT_CONFIG
-    if math.ceil(m / big.bm) * math.ceil(n / big.bn) >= _sm_count():
-        return big
-    return gemm_tma.GemmConfig(128, 128, 4)
+    """The wgmma block tile for an M x N problem: 128 x 256 where that gives a block to every
+    SM, else the widest of 128 x 128 and 128 x 64 that does (more, smaller blocks), else
+    128 x 64."""
+    sms = _sm_count()
+    for bn in (256, 128):
+        if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / bn) >= sms:
+            return _WGMMA_CONFIGS[bn]
+    return _WGMMA_CONFIGS[64]
+
+
+_WGMMA_CONFIGS = {bn: gemm_wgmma.WgmmaConfig(bn) for bn in (256, 128, 64)}
+
+
+def _family(cfg):
+    """The kernel module of a config: gemm_wgmma for WgmmaConfig, gemm_tma for GemmConfig."""
+    if isinstance(cfg, gemm_wgmma.WgmmaConfig):
+        return gemm_wgmma
+    if isinstance(cfg, gemm_tma.GemmConfig):
+        return gemm_tma
+    raise TypeError(f"config must be a numba_tma WgmmaConfig or GemmConfig; got {cfg!r}")
 
 
 @functools.cache
@@ -151,9 +168,13 @@ def _sm_count():
 def _ready(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta, device_id):
     from .launch import reserve_dynamic_shared
 
-    kernel = gemm_tma.gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
-    nbytes = gemm_tma.smem_bytes(gemm_tma.GemmConfig(*cfg_key), 4 if out_kind == "f32" else 2)
-    reserve_dynamic_shared(kernel, gemm_tma.SIGNATURE, nbytes)
+    if cfg_key[0] == "wgmma":
+        family, cfg = gemm_wgmma, gemm_wgmma.WgmmaConfig(*cfg_key[1:])
+    else:
+        family, cfg = gemm_tma, gemm_tma.GemmConfig(*cfg_key)
+    kernel = family.gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
+    nbytes = family.smem_bytes(cfg, 4 if out_kind == "f32" else 2)
+    reserve_dynamic_shared(kernel, family.SIGNATURE, nbytes)
     return kernel, nbytes
 
 
@@ -177,19 +198,24 @@ def _launcher(plan, has_beta):
     dev = cuda.get_current_device().id
     kernel, nbytes = _ready(cfg.key(), plan.a_kmajor, plan.b_kmajor, plan.in_kind,
                             plan.out_kind, has_beta, dev)
-    w = gemm_tma.WARP_TILE
+    w = gemm_tma.WARP_TILE              # 64: one 128B-swizzled row of 16-bit elements
+    wgmma_path = _family(cfg) is gemm_wgmma
+    cluster_m = 1 if wgmma_path else cfg.cluster_m
     if plan.k:
         a_map = descriptor(plan.a, (cfg.bm, w) if plan.a_kmajor else (w, w), 128)
         # In a cluster each CTA loads (and multicasts) 1/cluster_m of the B slice.
-        b_map = descriptor(plan.b, (cfg.bn // cfg.cluster_m, w) if plan.b_kmajor else (w, w), 128)
+        b_map = descriptor(plan.b, (cfg.bn // cluster_m, w) if plan.b_kmajor else (w, w), 128)
     else:
         a_map = b_map = descriptor(_placeholder(dev), (w, w), 128)
-    c_map = descriptor(plan.out, (w, w) if plan.out_kind != "f32" else (w, w // 2), 128)
+    if wgmma_path:
+        c_map = descriptor(plan.out, gemm_wgmma.c_box(plan.out_kind), 128)
+    else:
+        c_map = descriptor(plan.out, (w, w) if plan.out_kind != "f32" else (w, w // 2), 128)
     sizes = (plan.m, plan.n, plan.k, math.ceil(plan.m / cfg.bm), math.ceil(plan.n / cfg.bn))
     threads = cfg.threads
-    grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
+    grid = _family(cfg).grid_size(plan.m, plan.n, cfg)
 
-    if cfg.cluster_m == 1:
+    if cluster_m == 1:
         def run(alpha, beta, stream):
             kernel[grid, threads, stream, nbytes](a_map, b_map, c_map, *sizes,
                                                   np.float32(alpha), np.float32(beta))
@@ -228,7 +254,9 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
     row-major float16/bfloat16/float32; allocated (like ``a``, dtype ``out_dtype`` or ``a``'s) when
-    None, in which case ``beta`` must be 0. ``config`` forces a :class:`GemmConfig`. Needs an
+    None, in which case ``beta`` must be 0. ``config`` forces a kernel: a
+    :class:`~numba_tma.kernels.gemm_wgmma.WgmmaConfig` (the wgmma GEMM, chosen per shape when
+    None) or a :class:`~numba_tma.kernels.gemm_tma.GemmConfig` (the mma.sync rung). Needs an
     sm_90 GPU. Runs asynchronously on ``stream``. The launcher of the last operand sets is
     cached (by addresses, shapes, strides, dtypes, ``config`` and whether ``beta`` is 0): a
     repeated call skips validation and planning.

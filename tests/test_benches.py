@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import numpy as np
@@ -483,17 +484,177 @@ def test_whole_run_under_simulator(tmp_path):
 
 # --- benches/gemm.py ---------------------------------------------------------------------------
 
-def test_gemm_bench_arguments():
-    gemm = load("bench_gemm", "gemm.py")
+@pytest.fixture(scope="module")
+def gemm():
+    return load("bench_gemm", "gemm.py")
+
+
+def test_gemm_import_needs_no_gpu_stack():
+    code = textwrap.dedent(f"""
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("g", {str(BENCHES / "gemm.py")!r})
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        loaded = [m for m in sys.modules
+                  if m.split(".")[0] in ("numba", "torch", "cupy", "triton", "numba_tma")]
+        assert not loaded, loaded
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_gemm_bench_arguments(gemm):
     args = gemm.parse_args([])
     assert args.shapes[:4] == [(s, s, s) for s in gemm.DEFAULT_SIZES]
     assert args.shapes[4:] == list(gemm.DEFAULT_SHAPES)
+    assert gemm.DEFAULT_SIZES == (1024, 2048, 4096, 8192)
+    for shape in ((4095, 4104, 4096), (8192, 1024, 8192), (1024, 8192, 8192), (1000, 1000, 1000)):
+        assert shape in args.shapes
+    assert args.dtypes == ["float16", "bfloat16"]
     # every default odd shape keeps the 16-byte rows TMA needs (K and N multiples of 8)
     assert all(k % 8 == 0 and n % 8 == 0 for _, n, k in gemm.DEFAULT_SHAPES)
     args = gemm.parse_args(["--size", "512", "--shape", "100", "72", "40", "--dtype", "bfloat16"])
-    assert args.shapes == [(512, 512, 512), (100, 72, 40)] and args.dtype == "bfloat16"
+    assert args.shapes == [(512, 512, 512), (100, 72, 40)] and args.dtypes == ["bfloat16"]
+    args = gemm.parse_args(["--dtype", "float16,bfloat16", "--no-default-shapes"])
+    assert args.dtypes == ["float16", "bfloat16"]
+    assert args.shapes == [(s, s, s) for s in gemm.DEFAULT_SIZES]
+    assert gemm.parse_args(["--dtype", " bf16, fp16,half,"]).dtypes == ["bfloat16", "float16"]
     with pytest.raises(SystemExit):
         gemm.parse_args(["--size", "0"])
+
+
+@pytest.mark.parametrize("text", ["float32", "int8", ",", "", "float16,fp64"])
+def test_gemm_bench_rejects_dtypes(gemm, text):
+    with pytest.raises(SystemExit) as exc:
+        gemm.parse_args(["--dtype", text])
+    assert exc.value.code == 2
+
+
+def test_geomean():
+    assert common.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert common.geomean([0.5, None, 2.0]) == pytest.approx(1.0)
+    assert common.geomean([]) is None and common.geomean([None]) is None
+    with pytest.raises(ValueError):
+        common.geomean([1.0, 0.0])
+
+
+def test_time_cuda_batch_brackets_all_runs():
+    log = []
+
+    class Event:
+        def record(self, stream=0):
+            self.t = len(log)
+            log.append("record")
+
+        def synchronize(self):
+            log.append("event-sync")
+
+        def elapsed_time(self, end):
+            return float(end.t - self.t)
+
+    per_run = common.time_cuda_batch(lambda: log.append("run"), 4, warmup=2, event=Event,
+                                     synchronize=lambda: log.append("sync"))
+    assert log == ["run", "run", "sync", "record"] + ["run"] * 4 + ["record", "event-sync"]
+    assert per_run == pytest.approx(5.0 / 4)       # one pair of events around all four runs
+    with pytest.raises(ValueError):
+        common.time_cuda_batch(lambda: None, 0, event=Event, synchronize=lambda: None)
+
+
+def test_gemm_bench_bounds_and_labels(gemm):
+    assert gemm.bound("float16", "float16") == 2e-3
+    assert gemm.bound("float16", "float32") == 1e-4
+    assert gemm.bound("bfloat16", "float32") == 1e-2        # bf16 inputs: the bf16 bound
+    assert gemm.bound("float32", "float32") == 1e-4
+    assert gemm.dtype_label("float16", "float16") == "float16"
+    assert gemm.dtype_label("bfloat16", "float32") == "bfloat16->float32"
+    cfg = types.SimpleNamespace(kwargs={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64,
+                                        "GROUP_M": 8}, num_stages=3, num_warps=8)
+    assert gemm.config_label(cfg) == "128x256x64 s3 w8"
+    # the autotuning space stays within Hopper's shared memory (16-bit inputs)
+    for bm, bn, bk, stages, warps in gemm.TRITON_CONFIGS:
+        assert (bm * bk + bk * bn) * 2 * stages <= 192 * 1024 and warps in (4, 8)
+
+
+def gemm_rows(gemm, shape=(4096, 4096, 4096), dtype="float16"):
+    """cuBLAS, Triton and two kernels at one shape, scored as main() does (times in ms)."""
+    flop = 2 * shape[0] * shape[1] * shape[2]
+    cub, tri = [0.20, 0.18, 0.19], [0.25, 0.24, 0.26]
+    rows = [gemm.score(gemm.new_row("cublas", shape, dtype, dtype), cub, flop, 0.19, 0.25,
+                       [0.21, 0.20, 0.22], 0.21),
+            gemm.score(gemm.new_row("triton", shape, dtype, dtype), tri, flop, 0.19, 0.25,
+                       [0.30, 0.29, 0.31], 0.21),
+            gemm.score(gemm.new_row("tma_mma", shape, dtype, dtype), [0.19, 0.17, 0.18], flop,
+                       0.19, 0.25, [0.22, 0.21, 0.20], 0.21),
+            gemm.score(gemm.new_row("simt_fp32", shape, "float32", "float32"), [2.0], flop,
+                       1.0, None, [2.5], 1.25)]
+    rows[1]["config"] = "128x256x64 s3 w8"
+    for row in rows:
+        row["rel_err"], row["host_us"] = 3e-4, 40.0
+    return rows
+
+
+def test_gemm_bench_score(gemm):
+    cublas, triton, tma, simt = gemm_rows(gemm)
+    assert cublas["x_cublas"] == 1.0 and triton["x_triton"] == 1.0
+    assert cublas["x_triton"] == pytest.approx(0.25 / 0.19)
+    assert triton["x_cublas"] == pytest.approx(0.19 / 0.25)
+    assert tma["us"] == pytest.approx(180.0) and tma["rounds_us"] == pytest.approx([190, 170, 180])
+    assert tma["TFLOPs"] == pytest.approx(2 * 4096**3 / 0.18e-3 / 1e12)
+    assert tma["x_cublas"] == pytest.approx(0.19 / 0.18)
+    assert tma["x_triton"] == pytest.approx(0.25 / 0.18)
+    assert tma["wall_us"] == pytest.approx(210.0)
+    assert tma["x_cublas_wall"] == pytest.approx(0.21 / 0.21)
+    assert simt["x_triton"] is None and simt["x_cublas"] == pytest.approx(0.5)
+    assert simt["x_cublas_wall"] == pytest.approx(0.5)
+    assert all(r["status"] == "ok" for r in (cublas, triton, tma, simt))
+
+
+def test_gemm_bench_lines_and_table(gemm):
+    rows = gemm_rows(gemm)
+    line = gemm.perf_line(rows[2])
+    assert line.startswith("Perf (4096, 4096, 4096) float16:           tma_mma ")
+    assert "180.0 us | " in line and "1.06x cuBLAS | 1.39x Triton | wall 210.0 us" in line
+    assert "rounds 723, 808, 764 TFLOP/s" in line
+    assert "-x Triton" in gemm.perf_line(rows[3])
+    skipped = dict(gemm.new_row("tma_mma_f32out", (8, 8, 8), "float16", "float32"),
+                   status="skipped", reason="no sm_90")
+    failed = dict(gemm.new_row("tma_mma", (8, 8, 8), "bfloat16", "bfloat16"), status="FAILED",
+                  rel_err=0.5)
+    text = common.format_table(gemm.HEADERS, [gemm.table_row(r) for r in rows + [skipped, failed]],
+                               align=gemm.TABLE_ALIGN)
+    lines = text.splitlines()
+    assert [c.strip() for c in lines[0].split(" | ")] == [
+        "M x N x K", "dtype", "kernel", "us", "TFLOP/s", "x cuBLAS", "x Triton", "host us",
+        "wall us", "x cuBLAS wall", "check"]
+    cells = [[c.strip() for c in line.split(" | ")] for line in lines[2:]]
+    assert cells[1] == ["4096x4096x4096", "float16", "triton", "250.0", "549.8", "0.76", "1.00",
+                        "40", "300.0", "0.70", "rel err 3.0e-04 (128x256x64 s3 w8)"]
+    assert cells[2][:7] == ["4096x4096x4096", "float16", "tma_mma", "180.0", "763.5", "1.06",
+                            "1.39"]
+    assert cells[3][2:7] == ["simt_fp32", "2000.0", "68.7", "0.50", "-"]
+    assert cells[4][1:4] == ["float16->float32", "tma_mma_f32out", "-"]
+    assert cells[4][-1] == "skipped: no sm_90" and cells[5][-1] == "FAILED rel err 5.0e-01"
+
+
+def test_gemm_bench_geomeans(gemm):
+    rows = gemm_rows(gemm) + gemm_rows(gemm, (1024, 1024, 1024), "bfloat16")
+    rows.append(dict(gemm.new_row("tma_mma", (8, 8, 8), "float16", "float16"), status="FAILED",
+                     x_cublas=100.0))                          # not timed: left out
+    x_cublas = gemm.geomeans(rows, "x_cublas", skip="cublas")
+    x_triton = gemm.geomeans(rows, "x_triton", skip="triton")
+    assert list(x_cublas) == ["triton", "tma_mma", "simt_fp32"]
+    assert x_cublas["tma_mma"] == (pytest.approx(0.19 / 0.18), 2)
+    assert list(x_triton) == ["cublas", "tma_mma"]              # no Triton baseline for fp32
+    assert x_triton["tma_mma"] == (pytest.approx(0.25 / 0.18), 2)
+    assert gemm.geomean_line("tma_mma", x_cublas, x_triton) == (
+        "geomean tma_mma: 1.056x cuBLAS over 2 runs, 1.389x Triton over 2 runs")
+    assert gemm.geomean_line("simt_fp32", x_cublas, x_triton) == (
+        "geomean simt_fp32: 0.500x cuBLAS over 2 runs")
+    assert gemm.geomean_line("nope", x_cublas, x_triton) is None
+
+
+def test_gemm_bench_without_triton(gemm, monkeypatch):
+    monkeypatch.setattr(common, "import_optional", lambda name: (None, f"{name} not importable"))
+    assert gemm.triton_matmul.__wrapped__() == (None, "triton not importable")
 
 
 # --- transpose_ceiling: the pattern kernels --------------------------------------------------

@@ -1,5 +1,6 @@
-"""The TMA-fed mma.sync GEMM and ``matmul`` on the GPU: every operand layout, output dtype and
-alpha/beta path, at tile multiples and odd shapes, against numpy.
+"""``matmul`` on the GPU -- the wgmma GEMM it runs by default and the mma.sync rung (GemmConfig)
+-- for every operand layout, output dtype and alpha/beta path, at tile multiples, odd shapes and
+seeded random shapes, against numpy.
 
 Small-integer inputs make the products and their fp32 sums exact, so those results compare
 exactly (the 16-bit outputs after the same round-to-nearest); random-normal inputs check the
@@ -12,6 +13,7 @@ from numba import cuda
 
 from numba_tma import matmul, warp
 from numba_tma.kernels.gemm_tma import GemmConfig
+from numba_tma.kernels.gemm_wgmma import WgmmaConfig
 from numba_tma.matmul import plan_matmul
 
 rng = np.random.default_rng()
@@ -54,7 +56,9 @@ def test_f16_exact_every_layout(shape, orders):
         np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
 
 
-@pytest.mark.parametrize("cfg", [GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
+@pytest.mark.parametrize("cfg", [WgmmaConfig(256), WgmmaConfig(128), WgmmaConfig(64),
+                                 WgmmaConfig(256, stages=2), WgmmaConfig(192, group_m=3),
+                                 GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
                                  GemmConfig(192, 128, 2),   # 6 warps take turns producing
                                  GemmConfig(128, 256, 4, cluster_m=2),
@@ -88,6 +92,42 @@ def test_alpha_beta_exact(out_dtype):
     matmul(cuda.to_device(a), cuda.to_device(b), out, alpha=0.5, beta=-2.0)
     ref = 0.5 * exact_reference(a, b) - 2.0 * c.astype(np.float64)
     np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+
+
+@pytest.mark.parametrize("cfg", [WgmmaConfig(256), WgmmaConfig(128)], ids=repr)
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
+def test_wgmma_layouts_alpha_beta(cfg, orders, out_dtype):
+    # Partial tiles in M, N and K; the old C is read back through the beta path.
+    m, n, k = 264, 392, 200
+    a, b = small_ints((m, k)), small_ints((k, n))
+    c = small_ints((m, n)).astype(out_dtype)
+    out = cuda.to_device(c)
+    matmul(layout(a, orders[0]), layout(b, orders[1]), out, alpha=2.0, beta=-1.0, config=cfg)
+    ref = 2.0 * exact_reference(a, b) - c.astype(np.float64)
+    np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+
+
+def test_seeded_random_shapes():
+    # 60 random problems (any M; N and K multiples of 8 as TMA's 16-byte rows need, or any
+    # where that operand is M/N-major ...), random layouts and output dtypes, exact against
+    # float64. The seed is printed so a failure can be replayed.
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    print(f"seed {seed}")
+    r = np.random.default_rng(seed)
+    for case in range(60):
+        m = int(r.integers(1, 700))
+        n = 8 * int(r.integers(1, 90))
+        k = 8 * int(r.integers(1, 120))
+        orders = "".join(r.choice(["C", "F"], 2))
+        if orders[0] == "F" and m % 8:
+            orders = "C" + orders[1]
+        out_dtype = (np.float32, np.float16)[case % 2]
+        a, b = small_ints((m, k)), small_ints((k, n))
+        out = poisoned((m, n), out_dtype)
+        matmul(layout(a, orders[0]), layout(b, orders[1]), out)
+        np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b).astype(out_dtype),
+                                      err_msg=f"seed {seed} case {case}: {m}x{n}x{k} {orders}")
 
 
 def test_k_zero_scales_out():
@@ -224,6 +264,7 @@ def test_plan_layouts():
     b = dev((32, 48))
     plan = plan_matmul(a, b, dev((64, 48), np.float32))
     assert plan.a_kmajor and not plan.b_kmajor and plan.out_kind == "f32"
+    assert isinstance(plan.config, WgmmaConfig)
     plan = plan_matmul(cuda.to_device(np.ones((64, 32), np.float16, order="F")),
                        cuda.to_device(np.ones((32, 48), np.float16, order="F")), dev((64, 48)))
     assert not plan.a_kmajor and plan.b_kmajor and plan.out_kind == "f16"

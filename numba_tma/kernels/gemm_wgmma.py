@@ -1,0 +1,295 @@
+"""The Hopper GEMM: ``C = alpha * A @ B + beta * C`` on ``wgmma.mma_async``, fed by TMA, with a
+producer warpgroup and two consumer warpgroups (16-bit inputs, fp32 accumulation, f16/bf16/f32
+output). What ``numba_tma.matmul`` runs on sm_90.
+
+The ladder (H100 figures in ``benches/results/gemm-h100.json``; the rungs below it are
+``gemm_tma``'s ``mma.sync`` kernel, ~0.62x cuBLAS, and the one-warpgroup probe
+``wgmma_probe``):
+
+* One block computes a ``BM x BN`` tile (``BM = 128``: two consumer warpgroups of 64 rows;
+  ``BN`` 128 or 256, one ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator
+  registers per thread). 384 threads: warpgroup 0 is the producer, 1 and 2 the consumers.
+* ``setmaxnreg``: the kernel is compiled for 384 threads x 168 registers
+  (``launch_bounds=(384, 1)``); the producer gives registers back (``setmaxnreg_dec(40)``) and
+  each consumer takes 232 (``setmaxnreg_inc``), which the 128 accumulators need.
+* The producer's one thread streams ``BK = 64``-deep slices of A and B through a ring of
+  ``stages`` slots with 128B-swizzled TMA loads (out-of-range rows, columns and K are
+  zero-filled: any M, N, K), on ``full``/``empty`` mbarriers: ``full[s]`` completes on the
+  slot's transaction bytes, ``empty[s]`` when each of the 8 consumer warps has released it.
+* Each consumer issues the 4 k16 wgmmas of a slot, commits them, and waits for the *previous*
+  slot's group (``wait_group(1)``), so the tensor cores always have the next group queued while
+  the slot before is released to the producer.
+* Operands read straight from the swizzled tiles through descriptors: K-major slices advance 32
+  bytes per k16 step inside the 128-byte swizzled rows; M/N-major ones (``w.T``, read with the
+  transpose immediates) advance 16 rows.
+* Epilogue: after a block barrier the ring becomes each warp's 16-row slab of C; accumulators
+  are scaled (``beta`` times the old C, loaded by TMA, added), packed with ``stmatrix``
+  (f32: 8-byte stores) into 128B-swizzled 16 x 64 boxes, and stored by TMA (clipped at the edges).
+* Tiles are visited in groups of ``group_m`` tile rows so concurrent blocks share B in L2.
+"""
+
+import functools
+import math
+
+import numpy as np
+from numba import cuda
+
+from .. import barrier, fence, intmath, mbarrier, smem, tma, warp, wgmma
+
+__all__ = ["WgmmaConfig", "DEFAULT_CONFIG", "gemm_kernel", "smem_bytes", "grid_size",
+           "SIGNATURE", "THREADS"]
+
+SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
+BK = 64                      # K per slot: one swizzle row of a K-major operand
+BM = 128                     # two consumer warpgroups x 64 rows
+WG_ROWS = 64                 # rows of C per consumer warpgroup (the m64 of wgmma)
+THREADS = 384                # producer + 2 consumer warpgroups
+CONSUMER_WARPS = 8
+ATOM = 64                    # elements in one swizzled row: a K x 64 box of an M/N-major operand
+ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
+SWIZZLE_ALIGN = 1024         # the 128B swizzle repeats every 8 rows of 128 bytes
+SLAB_ROWS = 16               # each consumer warp owns 16 rows of C in the epilogue
+C_BOX_BYTES = SLAB_ROWS * SPAN      # a 16 x 64 (16-bit) or 16 x 32 (f32) box of C: 2 KiB
+PRODUCER_REGS = 40
+CONSUMER_REGS = 232
+MAX_DYNAMIC_SMEM = 227 * 1024
+
+SIGNATURE = ("void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64, int64, int64, "
+             "float32, float32)")
+
+
+class WgmmaConfig:
+    """Block tile ``128 x bn`` (``bn`` 64, 128, 192 or 256: the wgmma N), ``stages`` ring slots,
+    ``group_m`` tile rows per raster group."""
+
+    __slots__ = ("bn", "stages", "group_m")
+
+    def __init__(self, bn=256, stages=4, group_m=8):
+        if bn not in wgmma.N_OTHER:
+            raise ValueError(f"bn = {bn} must be one of {wgmma.N_OTHER} (a wgmma N with a "
+                             f"register-A form too)")
+        if stages < 2 or stages & (stages - 1):
+            raise ValueError(f"stages = {stages} must be a power of two >= 2")
+        if group_m < 1:
+            raise ValueError(f"group_m = {group_m} must be >= 1")
+        self.bn, self.stages, self.group_m = bn, stages, group_m
+        need = smem_bytes(self, 4)
+        if need > MAX_DYNAMIC_SMEM:
+            raise ValueError(f"{self!r} needs {need} bytes of shared memory; a block may have "
+                             f"{MAX_DYNAMIC_SMEM}: use fewer stages or a smaller bn")
+
+    bm = BM
+    threads = THREADS
+
+    def key(self):
+        return ("wgmma", self.bn, self.stages, self.group_m)
+
+    def __repr__(self):
+        return f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m})"
+
+
+def smem_bytes(cfg, out_itemsize):
+    """Dynamic shared memory of one block: barriers, alignment slack, the ring (which the
+    epilogue reuses for C)."""
+    ring = cfg.stages * (BM + cfg.bn) * SPAN
+    c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
+    return 8 * (2 * cfg.stages + CONSUMER_WARPS) + SWIZZLE_ALIGN + max(ring, c_slabs)
+
+
+DEFAULT_CONFIG = WgmmaConfig()
+
+
+@functools.cache
+def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
+    """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
+    ``b_kmajor``: B is stored N x K row-major (else K x N). ``in_kind`` "f16"/"bf16";
+    ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA)."""
+    _, BN, S, group_m = cfg_key
+    LOG_S = S.bit_length() - 1
+    NACC = BN // 2                             # f32 accumulators per consumer thread
+    A_BYTES = BM * SPAN
+    B_BYTES = BN * SPAN
+    STAGE_BYTES = A_BYTES + B_BYTES
+    NBARS = 2 * S + CONSUMER_WARPS
+    BAR_BYTES = 8 * NBARS
+    EMPTY_ARRIVALS = CONSUMER_WARPS
+    mma = wgmma.mma_f32_f16 if in_kind == "f16" else wgmma.mma_f32_bf16
+    TA = not a_kmajor
+    TB = not b_kmajor
+    # Descriptor strides and per-k16 advance (bytes) of each operand (wgmma.descriptor's table).
+    A_LBO, A_SBO = (16, SWIZZLE_ALIGN) if a_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
+    B_LBO, B_SBO = (16, SWIZZLE_ALIGN) if b_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
+    A_KSTEP = 32 if a_kmajor else 16 * SPAN
+    B_KSTEP = 32 if b_kmajor else 16 * SPAN
+    A_WG = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES    # consumer c's rows of the A slice
+    A_BOXES = BM // ATOM
+    B_BOXES = BN // ATOM
+    OUT16 = out_kind != "f32"
+    C_COLS = 64 if OUT16 else 32                # columns of one 128-byte-wide box of C
+    C_BOXES = BN // C_COLS
+    SLAB_BYTES = C_BOXES * C_BOX_BYTES
+    N_TILES = BN // 8
+    pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
+    unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
+
+    @cuda.jit(device=True, inline="always")
+    def issue_slot(a_map, b_map, tiles, bar, off, kt, row0, col0):
+        mbarrier.arrive_expect_tx(bar, STAGE_BYTES)
+        kx = kt * BK
+        if a_kmajor:
+            tma.load(tiles[off:], a_map, (row0, kx), bar)
+        else:
+            for j in range(A_BOXES):
+                tma.load(tiles[off + j * ATOM_BYTES:], a_map, (kx, row0 + j * ATOM), bar)
+        boff = off + A_BYTES
+        if b_kmajor:
+            tma.load(tiles[boff:], b_map, (col0, kx), bar)
+        else:
+            for j in range(B_BOXES):
+                tma.load(tiles[boff + j * ATOM_BYTES:], b_map, (kx, col0 + j * ATOM), bar)
+
+    @cuda.jit(launch_bounds=(THREADS, 1))
+    def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
+        dyn64 = cuda.shared.array(0, np.uint64)
+        dyn8 = cuda.shared.array(0, np.uint8)
+        dynf = cuda.shared.array(0, np.float32)
+        full = dyn64[:S]
+        empty = dyn64[S:2 * S]
+        cbar = dyn64[2 * S:NBARS]
+        first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
+        tiles = dyn8[first:]
+        tid = cuda.threadIdx.x
+        wg = tid >> 7
+
+        # Raster: group_m tile rows walk the tile columns together (L2 reuse of B), in 32-bit
+        # division (a 64-bit one is a called subroutine in SASS).
+        pid = cuda.blockIdx.x
+        width = group_m * tiles_n
+        first_m = intmath.div_u32(pid, width) * group_m
+        gsize = min(tiles_m - first_m, group_m)
+        in_group = intmath.rem_u32(pid, width)
+        row0 = (first_m + intmath.rem_u32(in_group, gsize)) * BM
+        col0 = intmath.div_u32(in_group, gsize) * BN
+        num_k = (k + BK - 1) // BK
+
+        if tid == 0:
+            for s in range(S):
+                mbarrier.init(full[s:], 1)
+                mbarrier.init(empty[s:], EMPTY_ARRIVALS)
+            for w in range(CONSUMER_WARPS):
+                mbarrier.init(cbar[w:], 1)
+            mbarrier.fence_init()
+        cuda.syncthreads()
+
+        if wg == 0:
+            # Producer: gives its registers to the consumers; one thread issues every load.
+            # It returns here, so nothing after this branch runs under its 40 registers.
+            wgmma.setmaxnreg_dec(PRODUCER_REGS)
+            if tid == 0:
+                for kt in range(num_k):
+                    s = kt & (S - 1)
+                    if kt >= S:
+                        mbarrier.wait(empty[s:], ((kt >> LOG_S) - 1) & 1)
+                    issue_slot(a_map, b_map, tiles, full[s:], s * STAGE_BYTES, kt, row0, col0)
+            return
+
+        wgmma.setmaxnreg_inc(CONSUMER_REGS)
+        c = wg - 1
+        lane = tid & 31
+        acc = cuda.local.array(NACC, np.float32)
+        for i in range(NACC):
+            acc[i] = 0.0
+        wgmma.fence_operand(acc, NACC)
+        for kt in range(num_k):
+            s = kt & (S - 1)
+            mbarrier.wait(full[s:], (kt >> LOG_S) & 1)
+            a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
+            b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
+            wgmma.fence()
+            for kk in range(BK // 16):
+                mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP),
+                    wgmma.descriptor_advance(b_desc, kk * B_KSTEP), BN, 1, TA, TB)
+            wgmma.commit_group()
+            wgmma.fence_operand(acc, NACC)
+            # The group of slot kt - 1 is done: give that slot back to the producer.
+            wgmma.wait_group(1)
+            wgmma.fence_operand(acc, NACC)
+            if kt > 0 and lane == 0:
+                mbarrier.arrive(empty[(kt - 1) & (S - 1):])
+        wgmma.wait_group(0)
+        wgmma.fence_operand(acc, NACC)
+
+        # Both consumers are past their last wgmma (named barrier 1: the producer has left):
+        # the ring becomes the warps' slabs of C.
+        barrier.sync(1, THREADS - 128)
+        if True:
+            cw = (tid >> 5) - 4                     # consumer warp 0..7
+            c_off = cw * SLAB_BYTES
+            crow = row0 + cw * SLAB_ROWS            # = row0 + 64 (wg - 1) + 16 (warp in wg)
+            inside = crow < m and col0 < n
+            if has_beta:
+                if lane == 0 and inside:
+                    mbarrier.arrive_expect_tx(cbar[cw:], SLAB_BYTES)
+                    for j in range(C_BOXES):
+                        tma.load(tiles[c_off + j * C_BOX_BYTES:], c_map,
+                                 (crow, col0 + j * C_COLS), cbar[cw:])
+                if inside:
+                    mbarrier.wait(cbar[cw:], 0)
+            g = lane >> 2
+            t = lane & 3
+            if OUT16:
+                words = cuda.local.array(4, np.uint32)
+                old = cuda.local.array(4, np.uint32)
+                srow = (lane & 7) + (((lane >> 3) & 1) << 3)
+                for nj in range(N_TILES // 2):
+                    chunk = (nj * 2 + (lane >> 4)) & 7
+                    off = (c_off + (nj >> 2) * C_BOX_BYTES + srow * SPAN
+                           + ((chunk ^ (srow & 7)) << 4))
+                    if has_beta:
+                        warp.ldmatrix(old, tiles, off, 4)
+                    for q in range(4):
+                        # stmatrix.x4 matrices: (rows 0-7 | 8-15) x (n8 tile 2nj | 2nj+1)
+                        i = (2 * nj + (q >> 1)) * 4 + 2 * (q & 1)
+                        v0 = alpha * acc[i]
+                        v1 = alpha * acc[i + 1]
+                        if has_beta:
+                            v0 += beta * unpack(old[q])
+                            v1 += beta * unpack(old[q], True)
+                        words[q] = pack(v0, v1)
+                    warp.stmatrix(tiles, off, words, 4)
+            else:
+                fbase = first >> 2
+                for ni in range(N_TILES):
+                    for h in range(2):
+                        row = g + 8 * h
+                        chunk = ((ni & 3) * 2 + (t >> 1)) ^ g
+                        off = c_off + (ni >> 2) * C_BOX_BYTES + row * SPAN + (chunk << 4) + (t & 1) * 8
+                        f = fbase + (off >> 2)
+                        i = ni * 4 + 2 * h
+                        v0 = alpha * acc[i]
+                        v1 = alpha * acc[i + 1]
+                        if has_beta:
+                            v0 += beta * dynf[f]
+                            v1 += beta * dynf[f + 1]
+                        dynf[f] = v0
+                        dynf[f + 1] = v1
+            fence.proxy_async_shared()
+            cuda.syncwarp()
+            if lane == 0 and inside:
+                for j in range(C_BOXES):
+                    if col0 + j * C_COLS < n:
+                        tma.store(c_map, (crow, col0 + j * C_COLS), tiles[c_off + j * C_BOX_BYTES:])
+                tma.commit_group()
+                tma.wait_group_read(0)
+
+    return gemm
+
+
+def grid_size(m, n, cfg):
+    """Blocks to launch: one per tile."""
+    return math.ceil(m / BM) * math.ceil(n / cfg.bn)
+
+
+def c_box(out_kind):
+    """The TMA box of C each consumer warp stores: 16 rows x 128 bytes."""
+    return (SLAB_ROWS, 64 if out_kind != "f32" else 32)
