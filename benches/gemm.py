@@ -6,7 +6,7 @@ optional):
     # the issue's table: fp16 and bf16, cubes 1024..8192 plus non-square and odd shapes
     python benches/gemm.py --json benches/results/gemm-h100.json
     # one shape, one dtype, a few kernels
-    python benches/gemm.py --size 4096 --dtype bfloat16 --kernels 'tma_mma*'
+    python benches/gemm.py --size 4096 --dtype bfloat16 --kernels 'matmul*,wgmma*'
 
 Per shape (M, N, K) the script makes fresh random inputs (standard normal, rounded to each
 ``--dtype``: float16 and bfloat16 by default) and for each dtype:
@@ -152,14 +152,21 @@ def kernels(torch):
     launcher(a, b, out))}``."""
     from numba_tma import matmul
     from numba_tma.kernels.gemm_tma import GemmConfig
+    from numba_tma.kernels.gemm_wgmma import WgmmaConfig
+
+    def forced(cfg):
+        return lambda a, b, out: matmul(a, b, out, config=cfg)
 
     table = {
-        "tma_mma": (None, None, lambda a, b, out: matmul(a, b, out)),
-        "tma_mma_128x128": (None, None,
-                            lambda a, b, out: matmul(a, b, out, config=GemmConfig(128, 128, 4))),
-        "tma_mma_f32out": (None, "float32", lambda a, b, out: matmul(a, b, out)),
-        "tma_mma_multicast": (None, None, lambda a, b, out: matmul(
-            a, b, out, config=GemmConfig(128, 256, 4, cluster_m=2))),
+        # matmul() as users call it: the persistent wgmma kernel, configuration chosen per shape
+        "matmul()": (None, None, lambda a, b, out: matmul(a, b, out)),
+        "matmul()_f32out": (None, "float32", lambda a, b, out: matmul(a, b, out)),
+        # the ladder's rungs, forced
+        "wgmma_persistent_c2": (None, None, forced(WgmmaConfig(256, cluster_m=2))),
+        "wgmma_tile_per_block": (None, None, forced(WgmmaConfig(256, stages=4,
+                                                                persistent=False))),
+        "mma_sync": (None, None, forced(GemmConfig(128, 256, 4))),
+        "mma_sync_multicast": (None, None, forced(GemmConfig(128, 256, 4, cluster_m=2))),
     }
     try:
         from numba_tma.kernels.simt_gemm import simt_gemm

@@ -139,15 +139,21 @@ def test_dynamic_accumulator_index_is_caught():
     assert kb.stack_bytes >= 512 and kb.has("STL")
 
 
-GEMM_CASES = [(True, True, "f16", "f16", False, 256), (True, False, "bf16", "f32", True, 128),
-              (False, False, "f16", "bf16", True, 64), (False, True, "f16", "f16", False, 192)]
+GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
+              (True, False, "bf16", "f32", True, 128, {}),
+              (False, False, "f16", "bf16", True, 64, {}),
+              (False, True, "f16", "f16", False, 192, {"stages": 3}),
+              (True, True, "f16", "f16", False, 256, {"cluster_m": 2}),
+              (False, True, "bf16", "bf16", True, 128, {"cluster_m": 2, "stages": 5}),
+              (True, True, "f16", "f16", True, 256, {"persistent": False}),
+              (False, False, "bf16", "f32", False, 128, {"persistent": False})]
 
 
 @offline
 @pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_gemm_sass(case):
-    *args, bn = case
-    cfg = gemm_wgmma.WgmmaConfig(bn)
+    *args, bn, kw = case
+    cfg = gemm_wgmma.WgmmaConfig(bn, **kw)
     kb = compile_kernel(gemm_wgmma.gemm_kernel(cfg.key(), *args), gemm_wgmma.SIGNATURE)
     check_clean(kb)
     assert wgmma.check_wgmma_link_log(kb.info_log) == []
@@ -158,13 +164,24 @@ def test_gemm_sass(case):
     assert len(lines) % 4 == 0                           # 4 k16 steps per 64-deep slot
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
+    assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m == 2)
 
 
 def test_config_errors():
     with pytest.raises(ValueError, match="bn = 96"):
         gemm_wgmma.WgmmaConfig(96)
     with pytest.raises(ValueError, match="power of two"):
-        gemm_wgmma.WgmmaConfig(256, stages=3)
+        gemm_wgmma.WgmmaConfig(256, stages=3, persistent=False)
+    with pytest.raises(ValueError, match="cluster_m = 2 must be 1, or 2 with persistent"):
+        gemm_wgmma.WgmmaConfig(256, persistent=False, cluster_m=2)
+    with pytest.raises(ValueError, match="bn = 128 or 256"):
+        gemm_wgmma.WgmmaConfig(192, cluster_m=2)
+    with pytest.raises(ValueError, match="resident"):
+        gemm_wgmma.grid_size(1000, 1000, gemm_wgmma.WgmmaConfig(256))
+    cfg = gemm_wgmma.WgmmaConfig(256, cluster_m=2)
+    assert gemm_wgmma.grid_size(100000, 1000, cfg, 131) == 130       # whole clusters
+    assert gemm_wgmma.grid_size(1100, 1000, cfg, 1000) == 10 * 4     # 9 tile rows: 5 pairs
+    assert gemm_wgmma.grid_size(1000, 1000, gemm_wgmma.WgmmaConfig(256, persistent=False)) == 32
     with pytest.raises(ValueError, match="shared memory"):
         gemm_wgmma.WgmmaConfig(256, stages=8)
     assert gemm_wgmma.smem_bytes(gemm_wgmma.DEFAULT_CONFIG, 2) <= gemm_wgmma.MAX_DYNAMIC_SMEM

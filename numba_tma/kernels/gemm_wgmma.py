@@ -34,7 +34,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from .. import barrier, fence, intmath, mbarrier, smem, tma, warp, wgmma
+from .. import barrier, cluster, fence, intmath, mbarrier, smem, tma, warp, wgmma
 
 __all__ = ["WgmmaConfig", "DEFAULT_CONFIG", "gemm_kernel", "smem_bytes", "grid_size",
            "SIGNATURE", "THREADS"]
@@ -50,8 +50,8 @@ ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
 SWIZZLE_ALIGN = 1024         # the 128B swizzle repeats every 8 rows of 128 bytes
 SLAB_ROWS = 16               # each consumer warp owns 16 rows of C in the epilogue
 C_BOX_BYTES = SLAB_ROWS * SPAN      # a 16 x 64 (16-bit) or 16 x 32 (f32) box of C: 2 KiB
-PRODUCER_REGS = 40
-CONSUMER_REGS = 232
+PRODUCER_REGS = 56
+CONSUMER_REGS = 224
 MAX_DYNAMIC_SMEM = 227 * 1024
 
 SIGNATURE = ("void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64, int64, int64, "
@@ -60,19 +60,31 @@ SIGNATURE = ("void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64, i
 
 class WgmmaConfig:
     """Block tile ``128 x bn`` (``bn`` 64, 128, 192 or 256: the wgmma N), ``stages`` ring slots,
-    ``group_m`` tile rows per raster group."""
+    ``group_m`` tile rows per raster group; ``persistent``: one block per SM walks the tiles,
+    its epilogue overlapping the next tile's loads (else one block per tile, the first rung);
+    ``cluster_m`` (persistent only): 2 makes CTA pairs along M share B, each loading half of
+    every B slice and multicasting it to both."""
 
-    __slots__ = ("bn", "stages", "group_m")
+    __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m")
 
-    def __init__(self, bn=256, stages=4, group_m=8):
+    def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1):
+        if stages is None:          # the H100's best for 128 x 256 tiles on each rung
+            stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
             raise ValueError(f"bn = {bn} must be one of {wgmma.N_OTHER} (a wgmma N with a "
                              f"register-A form too)")
-        if stages < 2 or stages & (stages - 1):
-            raise ValueError(f"stages = {stages} must be a power of two >= 2")
+        if stages < 2 or (not persistent and stages & (stages - 1)):
+            raise ValueError(f"stages = {stages} must be >= 2 (a power of two unless "
+                             f"persistent)")
         if group_m < 1:
             raise ValueError(f"group_m = {group_m} must be >= 1")
+        if cluster_m not in (1, 2) or (cluster_m == 2 and not persistent):
+            raise ValueError(f"cluster_m = {cluster_m} must be 1, or 2 with persistent=True")
+        if bn % (ATOM * cluster_m):
+            raise ValueError(f"cluster_m = {cluster_m} splits B's {bn} columns into "
+                             f"{cluster_m} parts of whole 64-column boxes: bn = 128 or 256")
         self.bn, self.stages, self.group_m = bn, stages, group_m
+        self.persistent, self.cluster_m = bool(persistent), cluster_m
         need = smem_bytes(self, 4)
         if need > MAX_DYNAMIC_SMEM:
             raise ValueError(f"{self!r} needs {need} bytes of shared memory; a block may have "
@@ -82,18 +94,23 @@ class WgmmaConfig:
     threads = THREADS
 
     def key(self):
-        return ("wgmma", self.bn, self.stages, self.group_m)
+        return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m)
 
     def __repr__(self):
-        return f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m})"
+        return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
+                f"persistent={self.persistent}, cluster_m={self.cluster_m})")
 
 
 def smem_bytes(cfg, out_itemsize):
-    """Dynamic shared memory of one block: barriers, alignment slack, the ring (which the
-    epilogue reuses for C)."""
+    """Dynamic shared memory of one block: barriers, alignment slack, the ring, and C's staging
+    (the persistent kernel: two 16 x 128-byte boxes per consumer warp; the first rung reuses
+    the ring for C)."""
     ring = cfg.stages * (BM + cfg.bn) * SPAN
+    bars = 8 * (2 * cfg.stages + CONSUMER_WARPS) + SWIZZLE_ALIGN
+    if cfg.persistent:
+        return bars + ring + CONSUMER_WARPS * 2 * C_BOX_BYTES
     c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
-    return 8 * (2 * cfg.stages + CONSUMER_WARPS) + SWIZZLE_ALIGN + max(ring, c_slabs)
+    return bars + max(ring, c_slabs)
 
 
 DEFAULT_CONFIG = WgmmaConfig()
@@ -104,7 +121,10 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
     ``b_kmajor``: B is stored N x K row-major (else K x N). ``in_kind`` "f16"/"bf16";
     ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA)."""
-    _, BN, S, group_m = cfg_key
+    _, BN, S, group_m, persistent, CM = cfg_key
+    if persistent:
+        return _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind,
+                                  has_beta)
     LOG_S = S.bit_length() - 1
     NACC = BN // 2                             # f32 accumulators per consumer thread
     A_BYTES = BM * SPAN
@@ -285,11 +305,269 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     return gemm
 
 
-def grid_size(m, n, cfg):
-    """Blocks to launch: one per tile."""
-    return math.ceil(m / BM) * math.ceil(n / cfg.bn)
+def grid_size(m, n, cfg, resident=None):
+    """Blocks to launch: one per tile; persistent: one per tile up to ``resident`` (the blocks
+    that fit on the GPU at once, a multiple of ``cfg.cluster_m``), whole clusters."""
+    cm = cfg.cluster_m
+    blocks = math.ceil(math.ceil(m / BM) / cm) * cm * math.ceil(n / cfg.bn)
+    if cfg.persistent:
+        if resident is None or resident < cm:
+            raise ValueError(f"a persistent {cfg!r} needs resident >= {cm} (blocks that fit "
+                             f"at once); got {resident!r}")
+        blocks = min(blocks, resident // cm * cm)
+    return blocks
 
 
 def c_box(out_kind):
     """The TMA box of C each consumer warp stores: 16 rows x 128 bytes."""
     return (SLAB_ROWS, 64 if out_kind != "f32" else 32)
+
+
+def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
+    """The persistent rung (``WgmmaConfig(persistent=True)``): one block per SM (``CM`` = 2:
+    one cluster per SM pair) walks its tiles; the producer runs ahead across tile boundaries,
+    so the next tile's first slots load while the consumers' epilogue stores this one.
+
+    Slots are counted across tiles (slot ``s``, ring pass ``r``); the consumers release each
+    slot once the wgmma group reading it has retired (the last one of a tile after
+    ``wait_group(0)``). Each consumer warp stages C through two 16 x 128-byte boxes of its own
+    (not the ring, which the producer is refilling), alternating them so one box is written
+    while the other's TMA store still reads it. With ``CM = 2`` CTA ``r`` of a cluster loads
+    rows ``[r, r + 1) * BN / 2`` of every B slice and multicasts them to both CTAs; a slot's
+    ``empty`` barrier then counts the consumer warps of both CTAs."""
+    NACC = BN // 2
+    A_BYTES = BM * SPAN
+    B_BYTES = BN * SPAN
+    STAGE_BYTES = A_BYTES + B_BYTES
+    RING_BYTES = S * STAGE_BYTES
+    NBARS = 2 * S + CONSUMER_WARPS
+    BAR_BYTES = 8 * NBARS
+    EMPTY_ARRIVALS = CONSUMER_WARPS * CM
+    MASK = (1 << CM) - 1
+    mma = wgmma.mma_f32_f16 if in_kind == "f16" else wgmma.mma_f32_bf16
+    TA = not a_kmajor
+    TB = not b_kmajor
+    A_LBO, A_SBO = (16, SWIZZLE_ALIGN) if a_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
+    B_LBO, B_SBO = (16, SWIZZLE_ALIGN) if b_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
+    A_KSTEP = 32 if a_kmajor else 16 * SPAN
+    B_KSTEP = 32 if b_kmajor else 16 * SPAN
+    A_WG = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES
+    A_BOXES = BM // ATOM
+    B_PART_ROWS = BN // CM                      # rows of B (N) this CTA loads per slice
+    B_PART_BOXES = BN // ATOM // CM
+    OUT16 = out_kind != "f32"
+    C_COLS = 64 if OUT16 else 32
+    C_BOXES = BN // C_COLS
+    pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
+    unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
+
+    if CM == 1:
+        load_b = tma.load
+    else:
+        @cuda.jit(device=True, inline="always")
+        def load_b(dst, desc, coords, bar):
+            tma.load_multicast(dst, desc, coords, bar, MASK)
+
+    @cuda.jit(device=True, inline="always")
+    def issue_slot(a_map, b_map, tiles, bar, off, kt, row0, col0, rank):
+        mbarrier.arrive_expect_tx(bar, STAGE_BYTES)     # A, and all of B (the peer's half too)
+        kx = kt * BK
+        if a_kmajor:
+            tma.load(tiles[off:], a_map, (row0, kx), bar)
+        else:
+            for j in range(A_BOXES):
+                tma.load(tiles[off + j * ATOM_BYTES:], a_map, (kx, row0 + j * ATOM), bar)
+        boff = off + A_BYTES
+        if b_kmajor:
+            r0 = rank * B_PART_ROWS
+            load_b(tiles[boff + r0 * SPAN:], b_map, (col0 + r0, kx), bar)
+        else:
+            for q in range(B_PART_BOXES):
+                j = rank * B_PART_BOXES + q
+                load_b(tiles[boff + j * ATOM_BYTES:], b_map, (kx, col0 + j * ATOM), bar)
+
+    @cuda.jit(device=True, inline="always")
+    def tile_origin(unit, tiles_m, tiles_n, rank):
+        # Raster: group_m units (a unit: the CM tiles along M that share B) walk the tile
+        # columns together, for L2 reuse of B; 32-bit division (64-bit is a called routine).
+        units_m = (tiles_m + CM - 1) // CM
+        width = group_m * tiles_n
+        first_m = intmath.div_u32(unit, width) * group_m
+        gsize = min(units_m - first_m, group_m)
+        in_group = intmath.rem_u32(unit, width)
+        row0 = ((first_m + intmath.rem_u32(in_group, gsize)) * CM + rank) * BM
+        col0 = intmath.div_u32(in_group, gsize) * BN
+        return row0, col0
+
+    @cuda.jit(device=True, inline="always")
+    def release(bar):
+        if CM == 1:
+            mbarrier.arrive(bar)
+        else:       # the slot is multicast into by every CTA of the cluster
+            for r in range(CM):
+                cluster.mbarrier_arrive_cta(bar, r)
+
+    @cuda.jit(launch_bounds=(THREADS, 1))
+    def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
+        dyn64 = cuda.shared.array(0, np.uint64)
+        dyn8 = cuda.shared.array(0, np.uint8)
+        dynf = cuda.shared.array(0, np.float32)
+        full = dyn64[:S]
+        empty = dyn64[S:2 * S]
+        cbar = dyn64[2 * S:NBARS]
+        first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
+        tiles = dyn8[first:]
+        tid = cuda.threadIdx.x
+        wg = tid >> 7
+        rank = 0
+        cid = cuda.blockIdx.x
+        nclusters = cuda.gridDim.x
+        if CM > 1:
+            rank = cluster.cta_rank()
+            cid = cid // CM
+            nclusters = nclusters // CM
+        units = (tiles_m + CM - 1) // CM * tiles_n
+        num_k = (k + BK - 1) // BK
+
+        if tid == 0:
+            for s in range(S):
+                mbarrier.init(full[s:], 1)
+                mbarrier.init(empty[s:], EMPTY_ARRIVALS)
+            for w in range(CONSUMER_WARPS):
+                mbarrier.init(cbar[w:], 1)
+            mbarrier.fence_init()
+        if CM > 1:
+            cluster.sync()          # the peer's barriers exist before anything multicasts
+        else:
+            cuda.syncthreads()
+
+        if wg == 0:
+            # Producer: one thread issues every load, running ahead across tiles.
+            wgmma.setmaxnreg_dec(PRODUCER_REGS)
+            if tid == 0:
+                s = 0
+                passes = 0
+                unit = cid
+                while unit < units:     # (a range with a run-time step divides in 64 bits)
+                    row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
+                    unit += nclusters
+                    for kt in range(num_k):
+                        if passes > 0:
+                            mbarrier.wait(empty[s:], (passes - 1) & 1)
+                        issue_slot(a_map, b_map, tiles, full[s:], s * STAGE_BYTES, kt, row0,
+                                   col0, rank)
+                        s += 1
+                        if s == S:
+                            s = 0
+                            passes += 1
+        else:
+            wgmma.setmaxnreg_inc(CONSUMER_REGS)
+            c = wg - 1
+            lane = tid & 31
+            cw = (tid >> 5) - 4                     # consumer warp 0..7: 16 rows of C each
+            stage = first + RING_BYTES + cw * (2 * C_BOX_BYTES)
+            acc = cuda.local.array(NACC, np.float32)
+            words = cuda.local.array(4, np.uint32)
+            old = cuda.local.array(4, np.uint32)
+            s = 0
+            passes = 0
+            boxes = 0                               # boxes this warp has staged (buffer parity)
+            loads = 0                               # C boxes loaded for beta (cbar parity)
+            unit = cid
+            while unit < units:
+                row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
+                unit += nclusters
+                for i in range(NACC):
+                    acc[i] = 0.0
+                wgmma.fence_operand(acc, NACC)
+                prev = 0
+                for kt in range(num_k):
+                    mbarrier.wait(full[s:], passes & 1)
+                    a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO,
+                                              128)
+                    b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO,
+                                              128)
+                    wgmma.fence()
+                    for kk in range(BK // 16):
+                        mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP),
+                            wgmma.descriptor_advance(b_desc, kk * B_KSTEP), BN, 1, TA, TB)
+                    wgmma.commit_group()
+                    wgmma.fence_operand(acc, NACC)
+                    # The group of the previous slot is done: give that slot back.
+                    wgmma.wait_group(1)
+                    wgmma.fence_operand(acc, NACC)
+                    if kt > 0 and lane == 0:
+                        release(empty[prev:])
+                    prev = s
+                    s += 1
+                    if s == S:
+                        s = 0
+                        passes += 1
+                wgmma.wait_group(0)
+                wgmma.fence_operand(acc, NACC)
+                if num_k > 0 and lane == 0:
+                    release(empty[prev:])
+
+                # Epilogue, warp by warp: 16 rows x BN, box by box through the warp's two
+                # staging boxes (the producer is already loading the next tile's slots).
+                crow = row0 + cw * SLAB_ROWS
+                for j in range(C_BOXES):
+                    ccol = col0 + j * C_COLS
+                    inside = crow < m and ccol < n
+                    off = stage + (boxes & 1) * C_BOX_BYTES
+                    boxes += 1
+                    if lane == 0:
+                        tma.wait_group_read(1)      # this buffer's last store has read it
+                    cuda.syncwarp()
+                    if has_beta and inside:
+                        if lane == 0:
+                            mbarrier.arrive_expect_tx(cbar[cw:], C_BOX_BYTES)
+                            tma.load(dyn8[off:], c_map, (crow, ccol), cbar[cw:])
+                        mbarrier.wait(cbar[cw:], loads & 1)
+                        loads += 1
+                    g = lane >> 2
+                    t = lane & 3
+                    if OUT16:
+                        srow = (lane & 7) + (((lane >> 3) & 1) << 3)
+                        for q4 in range(4):
+                            chunk = (q4 * 2 + (lane >> 4)) & 7
+                            soff = off + srow * SPAN + ((chunk ^ (srow & 7)) << 4)
+                            if has_beta:
+                                warp.ldmatrix(old, dyn8, soff, 4)
+                            for q in range(4):
+                                # stmatrix.x4: (rows 0-7 | 8-15) x (n8 tile 2nj | 2nj + 1)
+                                i = ((j * 4 + q4) * 2 + (q >> 1)) * 4 + 2 * (q & 1)
+                                v0 = alpha * acc[i]
+                                v1 = alpha * acc[i + 1]
+                                if has_beta:
+                                    v0 += beta * unpack(old[q])
+                                    v1 += beta * unpack(old[q], True)
+                                words[q] = pack(v0, v1)
+                            warp.stmatrix(dyn8, soff, words, 4)
+                    else:
+                        for q in range(4):
+                            for h in range(2):
+                                row = g + 8 * h
+                                chunk = (q * 2 + (t >> 1)) ^ g
+                                f = (off + row * SPAN + (chunk << 4) + (t & 1) * 8) >> 2
+                                i = (j * 4 + q) * 4 + 2 * h
+                                v0 = alpha * acc[i]
+                                v1 = alpha * acc[i + 1]
+                                if has_beta:
+                                    v0 += beta * dynf[f]
+                                    v1 += beta * dynf[f + 1]
+                                dynf[f] = v0
+                                dynf[f + 1] = v1
+                    fence.proxy_async_shared()
+                    cuda.syncwarp()
+                    if lane == 0:
+                        if inside:
+                            tma.store(c_map, (crow, ccol), dyn8[off:])
+                        tma.commit_group()          # (empty when outside: keeps the count)
+            if lane == 0:
+                tma.wait_group_read(0)
+        if CM > 1:
+            cluster.sync()          # no peer may still arrive on this CTA's barriers
+        # (The block stays resident until its bulk stores have read their sources.)
+
+    return gemm

@@ -58,6 +58,10 @@ def test_f16_exact_every_layout(shape, orders):
 
 @pytest.mark.parametrize("cfg", [WgmmaConfig(256), WgmmaConfig(128), WgmmaConfig(64),
                                  WgmmaConfig(256, stages=2), WgmmaConfig(192, group_m=3),
+                                 WgmmaConfig(256, stages=3), WgmmaConfig(256, cluster_m=2),
+                                 WgmmaConfig(128, stages=5, cluster_m=2),
+                                 WgmmaConfig(256, persistent=False),
+                                 WgmmaConfig(128, stages=2, persistent=False),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
                                  GemmConfig(192, 128, 2),   # 6 warps take turns producing
@@ -83,6 +87,34 @@ def test_cluster_multicast_every_layout(orders):
     np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b).astype(np.float16))
 
 
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+def test_wgmma_cluster_every_layout(orders):
+    # 5 tile rows: the last cluster's second CTA lies wholly past M (loads zeros, stores nothing)
+    m, n, k = 520, 776, 392
+    a, b = small_ints((m, k)), small_ints((k, n))
+    out = poisoned((m, n), np.float16)
+    matmul(layout(a, orders[0]), layout(b, orders[1]), out, config=WgmmaConfig(256, cluster_m=2))
+    np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b).astype(np.float16))
+
+
+@pytest.mark.parametrize("cfg", [WgmmaConfig(256), WgmmaConfig(128, stages=6),
+                                 WgmmaConfig(256, stages=3, group_m=5),
+                                 WgmmaConfig(256, cluster_m=2), WgmmaConfig(128, cluster_m=2)],
+                         ids=repr)
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
+def test_persistent_many_tiles(cfg, out_dtype):
+    # More tiles than SMs: every persistent block (cluster) walks several tiles, so the slot
+    # ring, the staging boxes and the beta loads' barrier phases carry across tiles. M, N and
+    # K are not tile multiples; beta reads the old C back.
+    m, n, k = 3000, 2600, 328
+    a, b = small_ints((m, k)), small_ints((k, n))
+    c = small_ints((m, n)).astype(out_dtype)
+    out = cuda.to_device(c)
+    matmul(layout(a, "C"), layout(b, "F"), out, alpha=-1.0, beta=2.0, config=cfg)
+    ref = -exact_reference(a, b) + 2.0 * c.astype(np.float64)
+    np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+
+
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_alpha_beta_exact(out_dtype):
     m, n, k = 300, 264, 136
@@ -94,7 +126,8 @@ def test_alpha_beta_exact(out_dtype):
     np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
 
 
-@pytest.mark.parametrize("cfg", [WgmmaConfig(256), WgmmaConfig(128)], ids=repr)
+@pytest.mark.parametrize("cfg", [WgmmaConfig(256), WgmmaConfig(128), WgmmaConfig(256, cluster_m=2),
+                                 WgmmaConfig(256, persistent=False)], ids=repr)
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_wgmma_layouts_alpha_beta(cfg, orders, out_dtype):
