@@ -119,7 +119,7 @@ def plan_matmul(a, b, out, config=None):
     so, o_row = _major(vo, "out")
     if not o_row and m > 1 and n > 1:
         raise ValueError("out must be row-major (C-contiguous); got a column-major array")
-    config = config or choose_config(m, n, k)
+    config = config or choose_config(m, n, k, (_row_bytes(sa), _row_bytes(sb)))
     _family(config)
     if m and n and k:
         _check_tma(sa, "a", "M x K row-major" if a_row else "column-major (stored K x M)")
@@ -136,13 +136,24 @@ def plan_matmul(a, b, out, config=None):
     return MatmulPlan(sa, sb, so, a_row, not b_row, in_kind, out_kind, m, n, k, config)
 
 
-def choose_config(m, n, k):
-    """The wgmma configuration for an M x N problem: persistent 128 x 256 tiles where they give
-    at least half the SMs a tile (H100, 2048^3: 0.95x cuBLAS against 0.92x for 128 x 128),
-    else the widest of 128 x 128 and 128 x 64 that does, else 128 x 64."""
+def _row_bytes(storage):
+    """Bytes in one stored row of a 2-D storage view (what a TMA box row reads along)."""
+    return storage.shape[-1] * storage.dtype.itemsize if storage.ndim else 0
+
+
+def choose_config(m, n, k, row_bytes=()):
+    """The persistent wgmma configuration for an M x N x K problem whose operands' stored rows
+    are ``row_bytes`` long: 128 x 256 tiles where they give at least half the SMs a tile, else
+    the widest of 128 x 128 and 128 x 64 that does, else 128 x 64; 128 x 256 in 2-CTA clusters
+    that multicast B where a row is not a multiple of 128 bytes (each 128-byte TMA box row then
+    spans two L2 lines, and halving B's loads paid: H100 fp16 4095 x 4104 x 4096 0.78x cuBLAS
+    against 0.68x, 3000 x 5000 x 2000 0.86x against 0.78x; on aligned rows the clusters cost
+    0.97x -> 0.94x at 8192^3). Measured at 2048^3: 128 x 256 0.95x, 128 x 128 0.92x."""
     half = _sm_count() // 2
     for bn in (256, 128):
         if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / bn) >= half:
+            if bn == 256 and any(r % 128 for r in row_bytes):
+                return _WGMMA_CLUSTER
             return _WGMMA_CONFIGS[bn]
     return _WGMMA_CONFIGS[64]
 
@@ -151,6 +162,7 @@ def choose_config(m, n, k):
 #: against 0.938x cuBLAS, 8192^3 0.968x against 0.944x); the narrower tiles take more slots.
 _WGMMA_CONFIGS = {bn: gemm_wgmma.WgmmaConfig(bn, stages=stages)
                   for bn, stages in ((256, 3), (128, 6), (64, 8))}
+_WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=3, cluster_m=2)
 
 
 def _family(cfg):

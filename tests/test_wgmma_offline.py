@@ -214,3 +214,22 @@ def test_typing_errors():
     _typing_error(trans_a_in_registers, "trans_a must be False")
     _typing_error(bad_maxnreg, "multiple of 8")
     _typing_error(bad_count, "multiple of 4")
+
+
+def test_choose_config(monkeypatch):
+    # matmul's chooser on a 132-SM GPU: 128 x 256 tiles where they give half the SMs a tile,
+    # narrower ones below; 2-CTA clusters (multicast B) where a stored row is not a multiple
+    # of 128 bytes.
+    import sys
+
+    mm = sys.modules["numba_tma.matmul"]
+    monkeypatch.setattr(mm, "_sm_count", lambda: 132)
+    for (m, n, k), rows, bn, cm in (((8192, 8192, 8192), (16384, 16384), 256, 1),
+                                    ((2048, 2048, 2048), (4096, 4096), 256, 1),
+                                    ((4095, 4104, 4096), (8192, 8208), 256, 2),
+                                    ((3000, 5000, 2000), (4000, 10000), 256, 2),
+                                    ((1024, 2048, 1024), (2048, 4096), 128, 1),
+                                    ((1000, 1000, 1000), (2000, 2000), 64, 1),
+                                    ((1, 8, 8), (), 64, 1)):
+        cfg = mm.choose_config(m, n, k, rows)
+        assert (cfg.bn, cfg.cluster_m) == (bn, cm) and cfg.persistent, ((m, n, k), cfg)
