@@ -148,7 +148,8 @@ def choose_config(m, n, k, row_bytes=()):
     that multicast B where a row is not a multiple of 128 bytes (each 128-byte TMA box row then
     spans two L2 lines, and halving B's loads paid: H100 fp16 4095 x 4104 x 4096 0.78x cuBLAS
     against 0.68x, 3000 x 5000 x 2000 0.86x against 0.78x; on aligned rows the clusters cost
-    0.97x -> 0.94x at 8192^3). Measured at 2048^3: 128 x 256 0.95x, 128 x 128 0.92x."""
+    0.968x -> 0.951x at 8192^3). At 2048^3: 128 x 256 0.95x, 128 x 128 0.92x. Side runs:
+    ``benches/results/gemm-configs-h100.txt``."""
     half = _sm_count() // 2
     for bn in (256, 128):
         if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / bn) >= half:
@@ -273,7 +274,8 @@ def _launcher(plan, has_beta):
 
 #: matmul() remembers the launchers of its last operand sets, keyed by everything its checks
 #: looked at (addresses, shapes, strides, dtypes), so a repeated call skips validation and
-#: planning and pays only the key, the lookup and numba's launch (~150 us on the H100 host).
+#: planning and pays only the key, the lookup and numba's launch (78-156 us on the H100 host,
+#: benches/results/gemm-h100.json's host_us).
 LAUNCHER_CACHE_SIZE = 64
 _launchers = collections.OrderedDict()
 

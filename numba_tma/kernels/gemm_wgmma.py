@@ -2,16 +2,26 @@
 producer warpgroup and two consumer warpgroups (16-bit inputs, fp32 accumulation, f16/bf16/f32
 output). What ``numba_tma.matmul`` runs on sm_90.
 
-The ladder (H100 figures in ``benches/results/gemm-h100.json``; the rungs below it are
-``gemm_tma``'s ``mma.sync`` kernel, ~0.62x cuBLAS, and the one-warpgroup probe
-``wgmma_probe``):
+The ladder (H100, ``benches/results/gemm-h100.json``, fp16 in and out; below it ``gemm_tma``'s
+``mma.sync`` kernel, 465-475 TFLOP/s at 4096^3-8192^3 = 0.62-0.63x cuBLAS, and the one-warpgroup
+probe ``wgmma_probe``):
+
+1. ``WgmmaConfig(persistent=False)``, one block per tile (described below): wgmma alone lifts
+   4096^3 to 698 TFLOP/s and 8192^3 to 714 (0.93x / 0.94x cuBLAS).
+2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
+   tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS, gemm-configs-h100.txt): 719 and
+   726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton). ``matmul()`` runs this rung.
+3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. On aligned rows it costs a little
+   (686 / 717); where a stored row is not a multiple of 128 bytes it pays: 4095 x 4104 x 4096 556
+   against 534, 3000 x 5000 x 2000 534 against 482, so ``matmul()`` picks it there.
 
 * One block computes a ``BM x BN`` tile (``BM = 128``: two consumer warpgroups of 64 rows;
   ``BN`` 128 or 256, one ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator
   registers per thread). 384 threads: warpgroup 0 is the producer, 1 and 2 the consumers.
 * ``setmaxnreg``: the kernel is compiled for 384 threads x 168 registers
-  (``launch_bounds=(384, 1)``); the producer gives registers back (``setmaxnreg_dec(40)``) and
-  each consumer takes 232 (``setmaxnreg_inc``), which the 128 accumulators need.
+  (``launch_bounds=(384, 1)``); the producer gives registers back (``setmaxnreg_dec(56)``) and
+  each consumer takes 224 (``setmaxnreg_inc``), which the 128 accumulators need (at 40 the
+  persistent cluster kernel's producer spilled).
 * The producer's one thread streams ``BK = 64``-deep slices of A and B through a ring of
   ``stages`` slots with 128B-swizzled TMA loads (out-of-range rows, columns and K are
   zero-filled: any M, N, K), on ``full``/``empty`` mbarriers: ``full[s]`` completes on the
