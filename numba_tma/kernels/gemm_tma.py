@@ -38,6 +38,7 @@ import numpy as np
 from numba import cuda
 
 from .. import cluster, fence, mbarrier, smem, tma, warp
+from ._gemm_slices import slice_loader
 
 __all__ = ["GemmConfig", "DEFAULT_CONFIG", "gemm_kernel", "smem_bytes", "SIGNATURE"]
 
@@ -138,8 +139,6 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     assert WARPS_N & (WARPS_N - 1) == 0
     LOG_S = S.bit_length() - 1
     BAR_BYTES = 8 * NBARS
-    A_BOXES = bm // WARP_TILE
-    B_BOXES = bn // WARP_TILE
     OUT16 = out_kind != "f32"
     C_WARP_BYTES = WARP_TILE * WARP_TILE * (2 if OUT16 else 4)
     C_BOX = WARP_TILE * SPAN                   # f32: 64 rows x 32 columns; 16-bit: 64 x 64
@@ -148,19 +147,9 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
     A_TRANS = not a_kmajor
     B_TRANS = not b_kmajor
-    # With a cluster of CM CTAs along M, CTA r loads B rows/boxes [r, r+1) * BN/CM and multicasts
-    # them to the cluster (CM = 1: rank 0 loads all of B itself).
-    MASK = (1 << CM) - 1
-    B_PART_ROWS = bn // CM
-    B_PART_BOXES = B_BOXES // CM
+    # With a cluster of CM CTAs along M, each CTA loads its part of B and multicasts it.
     EMPTY_ARRIVALS = WARPS * CM           # every warp of every CTA the stage is multicast into
-
-    if CM == 1:
-        load_b = tma.load
-    else:
-        @cuda.jit(device=True, inline="always")
-        def load_b(dst, desc, coords, bar):
-            tma.load_multicast(dst, desc, coords, bar, MASK)
+    issue_stage = slice_loader(bm, bn, CM, a_kmajor, b_kmajor)
 
     if WARPS & (WARPS - 1) == 0:
         @cuda.jit(device=True, inline="always")
@@ -170,26 +159,6 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         @cuda.jit(device=True, inline="always")
         def producer_warp(j):
             return j % WARPS
-
-    @cuda.jit(device=True, inline="always")
-    def issue_stage(a_map, b_map, tiles, bar, off, kt, row0, col0, rank):
-        # One slice of A (BM x 64) and B (BN x 64) into the slot at byte ``off``, on ``bar``
-        # (in a cluster, this CTA's part of B goes to every CTA; the bar expects all of it).
-        mbarrier.arrive_expect_tx(bar, STAGE_BYTES)
-        kx = kt * BK
-        if a_kmajor:
-            tma.load(tiles[off:], a_map, (row0, kx), bar)
-        else:
-            for j in range(A_BOXES):
-                tma.load(tiles[off + j * BOX16:], a_map, (kx, row0 + j * WARP_TILE), bar)
-        boff = off + A_BYTES
-        if b_kmajor:
-            r0 = rank * B_PART_ROWS
-            load_b(tiles[boff + r0 * SPAN:], b_map, (col0 + r0, kx), bar)
-        else:
-            for q in range(B_PART_BOXES):
-                j = rank * B_PART_BOXES + q
-                load_b(tiles[boff + j * BOX16:], b_map, (kx, col0 + j * WARP_TILE), bar)
 
     @cuda.jit(device=True, inline="always")
     def a_offset(lane, wm, mi, kk):

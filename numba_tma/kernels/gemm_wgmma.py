@@ -40,23 +40,21 @@ probe ``wgmma_probe``):
 
 import functools
 import math
+from types import SimpleNamespace
 
 import numpy as np
 from numba import cuda
 
 from .. import barrier, cluster, fence, intmath, mbarrier, smem, tma, warp, wgmma
+from ._gemm_slices import ATOM, ATOM_BYTES, BK, SPAN, slice_loader
 
 __all__ = ["WgmmaConfig", "DEFAULT_CONFIG", "gemm_kernel", "smem_bytes", "grid_size",
            "SIGNATURE", "THREADS"]
 
-SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
-BK = 64                      # K per slot: one swizzle row of a K-major operand
 BM = 128                     # two consumer warpgroups x 64 rows
 WG_ROWS = 64                 # rows of C per consumer warpgroup (the m64 of wgmma)
 THREADS = 384                # producer + 2 consumer warpgroups
 CONSUMER_WARPS = 8
-ATOM = 64                    # elements in one swizzled row: a K x 64 box of an M/N-major operand
-ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
 SWIZZLE_ALIGN = 1024         # the 128B swizzle repeats every 8 rows of 128 bytes
 SLAB_ROWS = 16               # each consumer warp owns 16 rows of C in the epilogue
 C_BOX_BYTES = SLAB_ROWS * SPAN      # a 16 x 64 (16-bit) or 16 x 32 (f32) box of C: 2 KiB
@@ -126,6 +124,55 @@ def smem_bytes(cfg, out_itemsize):
 DEFAULT_CONFIG = WgmmaConfig()
 
 
+def _pieces(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind):
+    """What both rungs share, for one configuration: the slot and descriptor geometry, the
+    producer's loads of one slot, a consumer's wgmmas on one slot, and the tile raster."""
+    A_BYTES = BM * SPAN
+    STAGE_BYTES = A_BYTES + BN * SPAN
+    NACC = BN // 2                              # f32 accumulators per consumer thread
+    mma = wgmma.mma_f32_f16 if in_kind == "f16" else wgmma.mma_f32_bf16
+    TA = not a_kmajor
+    TB = not b_kmajor
+    # Descriptor strides and per-k16 advance (bytes) of each operand (wgmma.descriptor's table).
+    A_LBO, A_SBO = (16, SWIZZLE_ALIGN) if a_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
+    B_LBO, B_SBO = (16, SWIZZLE_ALIGN) if b_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
+    A_KSTEP = 32 if a_kmajor else 16 * SPAN
+    B_KSTEP = 32 if b_kmajor else 16 * SPAN
+    A_WG = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES    # consumer c's rows of the A slice
+    issue_slot = slice_loader(BM, BN, CM, a_kmajor, b_kmajor)
+
+    @cuda.jit(device=True, inline="always")
+    def mma_slot(acc, tiles, s, c):
+        # Consumer warpgroup c's 4 k16 wgmmas on slot s, committed as one group; returns once
+        # the group before it has retired (its slot may then be released).
+        a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
+        b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
+        wgmma.fence()
+        for kk in range(BK // 16):
+            mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP),
+                wgmma.descriptor_advance(b_desc, kk * B_KSTEP), BN, 1, TA, TB)
+        wgmma.commit_group()
+        wgmma.fence_operand(acc, NACC)
+        wgmma.wait_group(1)
+        wgmma.fence_operand(acc, NACC)
+
+    @cuda.jit(device=True, inline="always")
+    def tile_origin(unit, tiles_m, tiles_n, rank):
+        # Raster: group_m units (a unit: the CM tiles along M that share B) walk the tile
+        # columns together, for L2 reuse of B; 32-bit division (64-bit is a called routine).
+        units_m = (tiles_m + CM - 1) // CM
+        width = group_m * tiles_n
+        first_m = intmath.div_u32(unit, width) * group_m
+        gsize = min(units_m - first_m, group_m)
+        in_group = intmath.rem_u32(unit, width)
+        row0 = ((first_m + intmath.rem_u32(in_group, gsize)) * CM + rank) * BM
+        col0 = intmath.div_u32(in_group, gsize) * BN
+        return row0, col0
+
+    return SimpleNamespace(NACC=NACC, A_BYTES=A_BYTES, STAGE_BYTES=STAGE_BYTES,
+                           issue_slot=issue_slot, mma_slot=mma_slot, tile_origin=tile_origin)
+
+
 @functools.cache
 def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
@@ -136,24 +183,12 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         return _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind,
                                   has_beta)
     LOG_S = S.bit_length() - 1
-    NACC = BN // 2                             # f32 accumulators per consumer thread
-    A_BYTES = BM * SPAN
-    B_BYTES = BN * SPAN
-    STAGE_BYTES = A_BYTES + B_BYTES
+    P = _pieces(BN, S, group_m, 1, a_kmajor, b_kmajor, in_kind)
+    NACC = P.NACC
+    STAGE_BYTES = P.STAGE_BYTES
     NBARS = 2 * S + CONSUMER_WARPS
     BAR_BYTES = 8 * NBARS
     EMPTY_ARRIVALS = CONSUMER_WARPS
-    mma = wgmma.mma_f32_f16 if in_kind == "f16" else wgmma.mma_f32_bf16
-    TA = not a_kmajor
-    TB = not b_kmajor
-    # Descriptor strides and per-k16 advance (bytes) of each operand (wgmma.descriptor's table).
-    A_LBO, A_SBO = (16, SWIZZLE_ALIGN) if a_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
-    B_LBO, B_SBO = (16, SWIZZLE_ALIGN) if b_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
-    A_KSTEP = 32 if a_kmajor else 16 * SPAN
-    B_KSTEP = 32 if b_kmajor else 16 * SPAN
-    A_WG = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES    # consumer c's rows of the A slice
-    A_BOXES = BM // ATOM
-    B_BOXES = BN // ATOM
     OUT16 = out_kind != "f32"
     C_COLS = 64 if OUT16 else 32                # columns of one 128-byte-wide box of C
     C_BOXES = BN // C_COLS
@@ -161,22 +196,7 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     N_TILES = BN // 8
     pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
     unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
-
-    @cuda.jit(device=True, inline="always")
-    def issue_slot(a_map, b_map, tiles, bar, off, kt, row0, col0):
-        mbarrier.arrive_expect_tx(bar, STAGE_BYTES)
-        kx = kt * BK
-        if a_kmajor:
-            tma.load(tiles[off:], a_map, (row0, kx), bar)
-        else:
-            for j in range(A_BOXES):
-                tma.load(tiles[off + j * ATOM_BYTES:], a_map, (kx, row0 + j * ATOM), bar)
-        boff = off + A_BYTES
-        if b_kmajor:
-            tma.load(tiles[boff:], b_map, (col0, kx), bar)
-        else:
-            for j in range(B_BOXES):
-                tma.load(tiles[boff + j * ATOM_BYTES:], b_map, (kx, col0 + j * ATOM), bar)
+    issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
 
     @cuda.jit(launch_bounds=(THREADS, 1))
     def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
@@ -191,15 +211,7 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         tid = cuda.threadIdx.x
         wg = tid >> 7
 
-        # Raster: group_m tile rows walk the tile columns together (L2 reuse of B), in 32-bit
-        # division (a 64-bit one is a called subroutine in SASS).
-        pid = cuda.blockIdx.x
-        width = group_m * tiles_n
-        first_m = intmath.div_u32(pid, width) * group_m
-        gsize = min(tiles_m - first_m, group_m)
-        in_group = intmath.rem_u32(pid, width)
-        row0 = (first_m + intmath.rem_u32(in_group, gsize)) * BM
-        col0 = intmath.div_u32(in_group, gsize) * BN
+        row0, col0 = tile_origin(cuda.blockIdx.x, tiles_m, tiles_n, 0)
         num_k = (k + BK - 1) // BK
 
         if tid == 0:
@@ -220,7 +232,8 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
                     s = kt & (S - 1)
                     if kt >= S:
                         mbarrier.wait(empty[s:], ((kt >> LOG_S) - 1) & 1)
-                    issue_slot(a_map, b_map, tiles, full[s:], s * STAGE_BYTES, kt, row0, col0)
+                    issue_slot(a_map, b_map, tiles, full[s:], s * STAGE_BYTES, kt, row0, col0,
+                               0)
             return
 
         wgmma.setmaxnreg_inc(CONSUMER_REGS)
@@ -233,17 +246,8 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         for kt in range(num_k):
             s = kt & (S - 1)
             mbarrier.wait(full[s:], (kt >> LOG_S) & 1)
-            a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
-            b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
-            wgmma.fence()
-            for kk in range(BK // 16):
-                mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP),
-                    wgmma.descriptor_advance(b_desc, kk * B_KSTEP), BN, 1, TA, TB)
-            wgmma.commit_group()
-            wgmma.fence_operand(acc, NACC)
+            mma_slot(acc, tiles, s, c)
             # The group of slot kt - 1 is done: give that slot back to the producer.
-            wgmma.wait_group(1)
-            wgmma.fence_operand(acc, NACC)
             if kt > 0 and lane == 0:
                 mbarrier.arrive(empty[(kt - 1) & (S - 1):])
         wgmma.wait_group(0)
@@ -345,69 +349,19 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
     while the other's TMA store still reads it. With ``CM = 2`` CTA ``r`` of a cluster loads
     rows ``[r, r + 1) * BN / 2`` of every B slice and multicasts them to both CTAs; a slot's
     ``empty`` barrier then counts the consumer warps of both CTAs."""
-    NACC = BN // 2
-    A_BYTES = BM * SPAN
-    B_BYTES = BN * SPAN
-    STAGE_BYTES = A_BYTES + B_BYTES
+    P = _pieces(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind)
+    NACC = P.NACC
+    STAGE_BYTES = P.STAGE_BYTES
     RING_BYTES = S * STAGE_BYTES
     NBARS = 2 * S + CONSUMER_WARPS
     BAR_BYTES = 8 * NBARS
     EMPTY_ARRIVALS = CONSUMER_WARPS * CM
-    MASK = (1 << CM) - 1
-    mma = wgmma.mma_f32_f16 if in_kind == "f16" else wgmma.mma_f32_bf16
-    TA = not a_kmajor
-    TB = not b_kmajor
-    A_LBO, A_SBO = (16, SWIZZLE_ALIGN) if a_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
-    B_LBO, B_SBO = (16, SWIZZLE_ALIGN) if b_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
-    A_KSTEP = 32 if a_kmajor else 16 * SPAN
-    B_KSTEP = 32 if b_kmajor else 16 * SPAN
-    A_WG = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES
-    A_BOXES = BM // ATOM
-    B_PART_ROWS = BN // CM                      # rows of B (N) this CTA loads per slice
-    B_PART_BOXES = BN // ATOM // CM
     OUT16 = out_kind != "f32"
     C_COLS = 64 if OUT16 else 32
     C_BOXES = BN // C_COLS
     pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
     unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
-
-    if CM == 1:
-        load_b = tma.load
-    else:
-        @cuda.jit(device=True, inline="always")
-        def load_b(dst, desc, coords, bar):
-            tma.load_multicast(dst, desc, coords, bar, MASK)
-
-    @cuda.jit(device=True, inline="always")
-    def issue_slot(a_map, b_map, tiles, bar, off, kt, row0, col0, rank):
-        mbarrier.arrive_expect_tx(bar, STAGE_BYTES)     # A, and all of B (the peer's half too)
-        kx = kt * BK
-        if a_kmajor:
-            tma.load(tiles[off:], a_map, (row0, kx), bar)
-        else:
-            for j in range(A_BOXES):
-                tma.load(tiles[off + j * ATOM_BYTES:], a_map, (kx, row0 + j * ATOM), bar)
-        boff = off + A_BYTES
-        if b_kmajor:
-            r0 = rank * B_PART_ROWS
-            load_b(tiles[boff + r0 * SPAN:], b_map, (col0 + r0, kx), bar)
-        else:
-            for q in range(B_PART_BOXES):
-                j = rank * B_PART_BOXES + q
-                load_b(tiles[boff + j * ATOM_BYTES:], b_map, (kx, col0 + j * ATOM), bar)
-
-    @cuda.jit(device=True, inline="always")
-    def tile_origin(unit, tiles_m, tiles_n, rank):
-        # Raster: group_m units (a unit: the CM tiles along M that share B) walk the tile
-        # columns together, for L2 reuse of B; 32-bit division (64-bit is a called routine).
-        units_m = (tiles_m + CM - 1) // CM
-        width = group_m * tiles_n
-        first_m = intmath.div_u32(unit, width) * group_m
-        gsize = min(units_m - first_m, group_m)
-        in_group = intmath.rem_u32(unit, width)
-        row0 = ((first_m + intmath.rem_u32(in_group, gsize)) * CM + rank) * BM
-        col0 = intmath.div_u32(in_group, gsize) * BN
-        return row0, col0
+    issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
 
     @cuda.jit(device=True, inline="always")
     def release(bar):
@@ -493,19 +447,8 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
                 prev = 0
                 for kt in range(num_k):
                     mbarrier.wait(full[s:], passes & 1)
-                    a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO,
-                                              128)
-                    b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO,
-                                              128)
-                    wgmma.fence()
-                    for kk in range(BK // 16):
-                        mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP),
-                            wgmma.descriptor_advance(b_desc, kk * B_KSTEP), BN, 1, TA, TB)
-                    wgmma.commit_group()
-                    wgmma.fence_operand(acc, NACC)
+                    mma_slot(acc, tiles, s, c)
                     # The group of the previous slot is done: give that slot back.
-                    wgmma.wait_group(1)
-                    wgmma.fence_operand(acc, NACC)
                     if kt > 0 and lane == 0:
                         release(empty[prev:])
                     prev = s
