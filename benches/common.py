@@ -165,6 +165,22 @@ def geomean(values):
 # ---------------------------------------------------------------------------------------------
 # timing
 
+def _warm_up(fn, iters, warmup, event, synchronize):
+    """Check ``iters``, default ``event``/``synchronize`` to numba's, run the ``warmup`` untimed
+    calls and synchronize; returns ``(event, synchronize)``."""
+    if iters < 1:
+        raise ValueError("iters must be >= 1")
+    if event is None or synchronize is None:
+        from numba import cuda
+
+        event = event or cuda.event
+        synchronize = synchronize or cuda.synchronize
+    for _ in range(warmup):
+        fn()
+    synchronize()
+    return event, synchronize
+
+
 def time_cuda(fn, iters, warmup=0, *, event=None, synchronize=None, hold=None):
     """Times of ``iters`` runs of ``fn()`` in ms, each bracketed by its own pair of CUDA events.
 
@@ -177,16 +193,7 @@ def time_cuda(fn, iters, warmup=0, *, event=None, synchronize=None, hold=None):
     time, not host throughput). ``event``/``synchronize`` default to numba's ``cuda.event``
     and ``cuda.synchronize`` (overridable for tests).
     """
-    if iters < 1:
-        raise ValueError("iters must be >= 1")
-    if event is None or synchronize is None:
-        from numba import cuda
-
-        event = event or cuda.event
-        synchronize = synchronize or cuda.synchronize
-    for _ in range(warmup):
-        fn()
-    synchronize()
+    event, synchronize = _warm_up(fn, iters, warmup, event, synchronize)
     pairs = [(event(), event()) for _ in range(iters)]
     if hold is not None:
         hold()
@@ -207,16 +214,7 @@ def time_cuda_batch(fn, iters, warmup=0, *, event=None, synchronize=None):
     ``warmup`` untimed runs and a device synchronize come first. ``event``/``synchronize`` as
     in ``time_cuda``.
     """
-    if iters < 1:
-        raise ValueError("iters must be >= 1")
-    if event is None or synchronize is None:
-        from numba import cuda
-
-        event = event or cuda.event
-        synchronize = synchronize or cuda.synchronize
-    for _ in range(warmup):
-        fn()
-    synchronize()
+    event, synchronize = _warm_up(fn, iters, warmup, event, synchronize)
     start, end = event(), event()
     start.record()
     for _ in range(iters):

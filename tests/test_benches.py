@@ -126,8 +126,9 @@ def test_bandwidth_arithmetic():
     assert common.speedup(None, 3.0) is None and common.speedup(6.0, 0.0) is None
 
 
-def test_time_cuda_brackets_each_run():
-    log = []
+def fake_event(log):
+    """A CUDA-event stand-in class: ``record`` notes its position in ``log``, ``elapsed_time``
+    is the number of log entries between two records; instances are counted."""
 
     class Event:
         count = 0
@@ -146,6 +147,12 @@ def test_time_cuda_brackets_each_run():
         def elapsed_time(self, end):
             return float(end.t - self.t)
 
+    return Event
+
+
+def test_time_cuda_brackets_each_run():
+    log = []
+    Event = fake_event(log)
     times = common.time_cuda(lambda: log.append("run"), 4, warmup=2, event=Event,
                              synchronize=lambda: log.append("sync"))
     assert log[:3] == ["run", "run", "sync"]                   # warm-up, then a synchronize
@@ -539,18 +546,7 @@ def test_geomean():
 
 def test_time_cuda_batch_brackets_all_runs():
     log = []
-
-    class Event:
-        def record(self, stream=0):
-            self.t = len(log)
-            log.append("record")
-
-        def synchronize(self):
-            log.append("event-sync")
-
-        def elapsed_time(self, end):
-            return float(end.t - self.t)
-
+    Event = fake_event(log)
     per_run = common.time_cuda_batch(lambda: log.append("run"), 4, warmup=2, event=Event,
                                      synchronize=lambda: log.append("sync"))
     assert log == ["run", "run", "sync", "record"] + ["run"] * 4 + ["record", "event-sync"]
