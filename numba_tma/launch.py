@@ -400,8 +400,9 @@ __all__ += ["DirectKernel"]
 
 
 class DirectKernel:
-    """``kernel`` compiled once for ``argtypes`` (1-D C-contiguous arrays and integers) and
-    launched with ``cuLaunchKernel`` from raw device pointers.
+    """``kernel`` compiled once for ``argtypes`` (1-D C-contiguous arrays, integers and floats)
+    and launched with ``cuLaunchKernel`` (``cuLaunchKernelEx`` for clusters) from raw device
+    pointers.
 
     Why: a ``kernel[grid, block](*arrays)`` launch types every argument and marshals numba array
     objects on every call; with the views a launcher builds (reshape, dtype view) that is
@@ -409,10 +410,13 @@ class DirectKernel:
     on an H100. Here a launch packs the words numba's marshalling would produce (an array is
     ``meminfo, parent, nitems, itemsize, data, shape, strides``) and calls the driver.
 
-    ``argtypes`` is a sequence of numba types: ``types.Array(dtype, 1, "C")`` or an integer type.
-    Call ``launch(grid, block, stream, *args)`` with ``(pointer, nitems)`` for each array and an
-    int for each integer. The caller owns the arrays' validity (device, bounds, lifetime until the
-    kernel ran), as with any launch. On first use in a context the packing is checked against
+    ``argtypes`` is a sequence of numba types: ``types.Array(dtype, 1, "C")``, an integer or a
+    float type. Call ``launch(grid, block, stream, *args, shared_mem=0, cluster=None)`` with
+    ``(pointer, nitems)`` for each array and a number for each scalar; ``shared_mem`` is the
+    dynamic shared memory (over 48 KB after :func:`reserve_dynamic_shared`), ``cluster`` the
+    cluster shape of a cluster launch (checked once per shape by :func:`plan_cluster_launch`).
+    The caller owns the arrays' validity (device, bounds, lifetime until the kernel ran), as
+    with any launch. On first use in a context the packing is checked against
     numba's own ``_prepare_args`` for a small array; should numba's layout ever differ, launches
     go through numba's launch path instead (same results, numba's host cost).
     """
@@ -430,12 +434,17 @@ class DirectKernel:
                 layout.append(np.dtype(str(ty.dtype)).itemsize)
             elif isinstance(ty, types.Integer):
                 layout.append(getattr(ctypes, f"c_{ty}"))
+            elif ty in (types.float32, types.float64):     # numba passes them as c_float/double
+                layout.append(ctypes.c_float if ty == types.float32 else ctypes.c_double)
             else:
-                raise TypeError(f"argtypes[{i}]: only 1-D arrays and integers, got {ty}")
+                raise TypeError(f"argtypes[{i}]: only 1-D arrays, integers and float32/64, "
+                                f"got {ty}")
         self._layout = tuple(layout)
         self._compiled = None
         self._functions = {}           # CUcontext handle -> CUfunction
         self._native = None            # whether our packing matches numba's (checked once)
+        self._cluster_plans = {}       # (grid, block, cluster, shared_mem) -> ClusterLaunch
+        self._configs = {}             # (that key, stream handle) -> CUlaunchConfig
 
     def _function(self):
         ctx = int(_check(_cudrv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
@@ -476,20 +485,38 @@ class DirectKernel:
                 return False
         return True
 
-    def launch(self, grid, block, stream, *args):
+    def launch(self, grid, block, stream, *args, shared_mem=0, cluster=None):
         if len(args) != len(self._layout):
             raise TypeError(f"args: the kernel takes {len(self._layout)} arguments, "
                             f"got {len(args)}")
+        plan = key = None
+        if cluster is not None:
+            key = (grid, block, cluster, shared_mem)
+            plan = self._cluster_plans.get(key)
+            if plan is None:
+                plan = plan_cluster_launch(grid, block, cluster, shared_mem=shared_mem)
+                if plan.non_portable:
+                    raise ValueError(f"cluster = {cluster}: DirectKernel launches portable "
+                                     f"clusters (<= {MAX_PORTABLE_CLUSTER_SIZE} CTAs) only")
+                self._cluster_plans[key] = plan
         func = self._function()
         if not self._native:
-            return self._launch_through_numba(grid, block, stream, args)
+            return self._launch_through_numba(grid, block, stream, args, shared_mem, cluster)
         params, keepalive = pack_kernel_args(self._words(args))
         handle = 0 if not stream else _core_stream(stream)[1]
-        result = _cudrv.cuLaunchKernel(func, *grid, *block, 0, _cudrv.CUstream(handle), params, 0)
+        if plan is None:
+            result = _cudrv.cuLaunchKernel(func, *grid, *block, shared_mem,
+                                           _cudrv.CUstream(handle), params, 0)
+        else:
+            config = self._configs.get((key, handle))
+            if config is None:
+                config = self._configs[(key, handle)] = _launch_config(plan, handle)
+            result = _cudrv.cuLaunchKernelEx(config, func, params, 0)
         del keepalive
-        _check(result, f"cuLaunchKernel(grid={grid}, block={block})")
+        _check(result, f"cuLaunchKernel(grid={grid}, block={block}, shared_mem={shared_mem}, "
+                       f"cluster={cluster})")
 
-    def _launch_through_numba(self, grid, block, stream, args):
+    def _launch_through_numba(self, grid, block, stream, args, shared_mem=0, cluster=None):
         values = []
         for ty, kind, arg in zip(self._argtypes, self._layout, args):
             if isinstance(kind, int):
@@ -497,6 +524,10 @@ class DirectKernel:
                 values.append(cuda.from_cuda_array_interface(
                     {"shape": (nitems,), "strides": None, "typestr": np.dtype(str(ty.dtype)).str,
                      "data": (ptr, False), "version": 3}, owner=None, sync=False))
-            else:
-                values.append(arg)
-        self._kernel[grid, block, stream](*values)
+            else:                              # typed as compiled (a float would be float64)
+                values.append(np.dtype(str(ty)).type(arg))
+        if cluster is not None:
+            launch_cluster(self._kernel, grid, block, cluster, values, stream=stream,
+                           shared_mem=shared_mem)
+        else:
+            self._kernel[grid, block, stream, shared_mem](*values)

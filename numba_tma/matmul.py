@@ -16,7 +16,7 @@ import functools
 import math
 
 import numpy as np
-from numba import cuda
+from numba import cuda, types
 
 from ._arrays import allocate_like, numba_view
 from ._device import require_hopper
@@ -200,9 +200,16 @@ def _sm_count():
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
+#: The GEMM kernels' parameters (both families' SIGNATURE): the A, B and C tensor maps (16
+#: uint64 words in global memory each), M, N, K, the tile rows and columns, alpha and beta.
+_ARGTYPES = ((types.Array(types.uint64, 1, "C"),) * 3 + (types.int64,) * 5
+             + (types.float32,) * 2)
+
+
 @functools.cache
 def _ready(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta, device_id):
-    from .launch import reserve_dynamic_shared
+    """(kernel, dynamic shared bytes, its DirectKernel) for one variant on one device."""
+    from .launch import DirectKernel, reserve_dynamic_shared
 
     if cfg_key[0] == "wgmma":
         family, cfg = gemm_wgmma, gemm_wgmma.WgmmaConfig(*cfg_key[1:])
@@ -211,7 +218,7 @@ def _ready(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta, device_id):
     kernel = family.gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
     nbytes = family.smem_bytes(cfg, 4 if out_kind == "f32" else 2)
     reserve_dynamic_shared(kernel, family.SIGNATURE, nbytes)
-    return kernel, nbytes
+    return kernel, nbytes, DirectKernel(kernel, _ARGTYPES)
 
 
 @functools.cache
@@ -232,8 +239,8 @@ def _launcher(plan, has_beta):
     if plan.m == 0 or plan.n == 0:
         return lambda alpha, beta, stream: None
     dev = cuda.get_current_device().id
-    kernel, nbytes = _ready(cfg.key(), plan.a_kmajor, plan.b_kmajor, plan.in_kind,
-                            plan.out_kind, has_beta, dev)
+    kernel, nbytes, direct = _ready(cfg.key(), plan.a_kmajor, plan.b_kmajor, plan.in_kind,
+                                    plan.out_kind, has_beta, dev)
     w = gemm_tma.WARP_TILE              # 64: one 128B-swizzled row of 16-bit elements
     wgmma_path = _family(cfg) is gemm_wgmma
     cluster_m = cfg.cluster_m
@@ -258,24 +265,23 @@ def _launcher(plan, has_beta):
     else:
         grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
 
-    if cluster_m == 1:
-        def run(alpha, beta, stream):
-            kernel[grid, threads, stream, nbytes](a_map, b_map, c_map, *sizes,
-                                                  np.float32(alpha), np.float32(beta))
-    else:
-        from .launch import launch_cluster      # the driver bindings (absent under the simulator)
+    # Launched from the maps' device addresses (launch.DirectKernel: the parameter words numba
+    # would marshal, packed once-checked), not through numba's per-call argument typing.
+    maps = (a_map, b_map, c_map)              # held: the kernel reads their device copies
+    words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
+    grid3, block3 = (grid, 1, 1), (threads, 1, 1)
+    cluster = None if cluster_m == 1 else (cluster_m, 1, 1)
 
-        def run(alpha, beta, stream):
-            launch_cluster(kernel, grid, threads, (cluster_m, 1, 1),
-                           (a_map, b_map, c_map, *sizes, np.float32(alpha), np.float32(beta)),
-                           stream=stream, shared_mem=nbytes)
+    def run(alpha, beta, stream, maps=maps):
+        direct.launch(grid3, block3, stream, *words, *sizes, alpha, beta, shared_mem=nbytes,
+                      cluster=cluster)
     return run
 
 
 #: matmul() remembers the launchers of its last operand sets, keyed by everything its checks
 #: looked at (addresses, shapes, strides, dtypes), so a repeated call skips validation and
-#: planning and pays only the key, the lookup and numba's launch (78-156 us on the H100 host,
-#: benches/results/gemm-h100.json's host_us).
+#: planning and pays only the key, the lookup and a DirectKernel launch (33-35 us per call on
+#: the H100 host with out given: benches/results/host-h100.json).
 LAUNCHER_CACHE_SIZE = 64
 _launchers = collections.OrderedDict()
 
@@ -313,8 +319,7 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         kind = in_kind if out_dtype is None else _OUT_KINDS.get(_dtype_name(out_dtype))
         if kind is None:
             raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
-        shape = (numba_view(a, "a").shape[0], numba_view(b, "b").shape[1])
-        out = allocate_like(a, shape, _DTYPE_NAMES[kind])
+        out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind])
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
     ka, kb, ko = _operand_key(a), _operand_key(b), _operand_key(out)
@@ -335,6 +340,17 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
             _launchers.popitem(last=False)
     run(alpha, beta, stream)
     return out
+
+
+def _out_shape(a, b):
+    """(M, N) of ``a @ b`` from the arrays' own 2-D shapes: two numba views built for it cost
+    more than the cached launch itself. Anything else goes through the views, and plan_matmul
+    checks it all (``benches/results/host-h100.json``: matmul(a, b) 40-50 us per call on the
+    H100 host, matmul(a, b, out) 33-35 us)."""
+    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
+    if sa is not None and sb is not None and len(sa) == 2 and len(sb) == 2:
+        return (int(sa[0]), int(sb[1]))
+    return (numba_view(a, "a").shape[0], numba_view(b, "b").shape[1])
 
 
 def _dtype_name(spec):

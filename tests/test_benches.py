@@ -681,3 +681,34 @@ def test_transpose_ceiling_pattern_kernels_compile_clean():
             loads = -(-(TR + halo) * (TC // 4 + extra) // threads)
             assert kb.count("LDG.E.128") == loads, (label, kb)
             assert kb.count("STG.E.128") == TC * TR // 4 // threads, (label, kb)
+
+
+# --- benches/host.py ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def host():
+    return load("bench_host", "host.py")
+
+
+def test_host_bench_arguments_and_rows(host):
+    args = host.parse_args([])
+    assert args.sizes == [256, 1024, 4096] and args.iters == 200 and args.rounds == 5
+    assert host.parse_args(["--sizes", "64,128"]).sizes == [64, 128]
+    with pytest.raises(SystemExit):
+        host.parse_args(["--sizes", "0"])
+    r = host.row("matmul(a, b, out)", 1024, [30.0, 20.0, 25.0])
+    assert r == {"op": "matmul(a, b, out)", "n": 1024, "host_us": 25.0,
+                 "rounds_us": [30.0, 20.0, 25.0]}
+    assert host.line(r) == "matmul(a, b, out)          n= 1024      25.0 us/call"
+
+
+def test_host_bench_import_needs_no_gpu_stack():
+    code = textwrap.dedent(f"""
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("h", {str(BENCHES / "host.py")!r})
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        loaded = [m for m in sys.modules if m.split(".")[0] in ("numba", "torch", "numba_tma")]
+        assert not loaded, loaded
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -107,5 +107,36 @@ def test_direct_kernel_words_follow_numba_array_layout():
     assert isinstance(words[15], ctypes.c_uint32) and words[15].value == 5
     with pytest.raises(TypeError, match=r"argtypes\[0\]: arrays must be 1-D C-contiguous"):
         DirectKernel(kernel, (types.Array(types.uint32, 2, "C"),))
-    with pytest.raises(TypeError, match=r"argtypes\[1\]: only 1-D arrays and integers"):
-        DirectKernel(kernel, (u4, types.float32))
+    with pytest.raises(TypeError, match=r"argtypes\[1\]: only 1-D arrays, integers and float"):
+        DirectKernel(kernel, (u4, types.complex64))
+    # floats go as numba passes them: float32 as a C float, float64 as a C double
+    d = DirectKernel(kernel, (types.float32, types.float64))
+    f, g = d._words([0.5, -2.0])
+    assert isinstance(f, ctypes.c_float) and f.value == 0.5
+    assert isinstance(g, ctypes.c_double) and g.value == -2.0
+
+
+def test_direct_kernel_cluster_checked_before_the_driver():
+    def kernel():
+        pass
+
+    d = DirectKernel(kernel, (types.int64,))
+    with pytest.raises(ValueError, match=r"grid = \(3, 1, 1\) \(in blocks\) is not a multiple"):
+        d.launch((3, 1, 1), (128, 1, 1), 0, 1, cluster=(2, 1, 1))
+    with pytest.raises(ValueError, match="portable"):
+        d.launch((16, 1, 1), (128, 1, 1), 0, 1, cluster=(16, 1, 1))
+    with pytest.raises(TypeError, match="takes 1 arguments, got 2"):
+        d.launch((2, 1, 1), (128, 1, 1), 0, 1, 2, cluster=(2, 1, 1))
+
+
+def test_matmul_argtypes_are_the_gemm_signature():
+    import sys
+
+    from numba.core import sigutils
+
+    from numba_tma.kernels import gemm_tma, gemm_wgmma
+
+    argtypes = sys.modules["numba_tma.matmul"]._ARGTYPES
+    for family in (gemm_tma, gemm_wgmma):
+        args, _ = sigutils.normalize_signature(family.SIGNATURE)
+        assert tuple(args) == argtypes

@@ -9,8 +9,9 @@ probe ``wgmma_probe``):
 1. ``WgmmaConfig(persistent=False)``, one block per tile (described below): wgmma alone lifts
    4096^3 to 698 TFLOP/s and 8192^3 to 714 (0.93x / 0.94x cuBLAS).
 2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
-   tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS, gemm-configs-h100.txt): 719 and
-   726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton). ``matmul()`` runs this rung.
+   tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS in
+   ``gemm-configs-h100.txt``): 719 and 726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton).
+   ``matmul()`` runs this rung.
 3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. On aligned rows it costs a little
    (686 / 717); where a stored row is not a multiple of 128 bytes it pays: 4095 x 4104 x 4096 556
    against 534, 3000 x 5000 x 2000 534 against 482, so ``matmul()`` picks it there.
@@ -297,7 +298,8 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
                     for h in range(2):
                         row = g + 8 * h
                         chunk = ((ni & 3) * 2 + (t >> 1)) ^ g
-                        off = c_off + (ni >> 2) * C_BOX_BYTES + row * SPAN + (chunk << 4) + (t & 1) * 8
+                        off = (c_off + (ni >> 2) * C_BOX_BYTES + row * SPAN + (chunk << 4)
+                               + (t & 1) * 8)
                         f = fbase + (off >> 2)
                         i = ni * 4 + 2 * h
                         v0 = alpha * acc[i]
@@ -342,8 +344,8 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
     one cluster per SM pair) walks its tiles; the producer runs ahead across tile boundaries,
     so the next tile's first slots load while the consumers' epilogue stores this one.
 
-    Slots are counted across tiles (slot ``s``, ring pass ``r``); the consumers release each
-    slot once the wgmma group reading it has retired (the last one of a tile after
+    Slots are counted across tiles (slot ``s``, ring pass ``passes``); the consumers release
+    each slot once the wgmma group reading it has retired (the last one of a tile after
     ``wait_group(0)``). Each consumer warp stages C through two 16 x 128-byte boxes of its own
     (not the ring, which the producer is refilling), alternating them so one box is written
     while the other's TMA store still reads it. With ``CM = 2`` CTA ``r`` of a cluster loads

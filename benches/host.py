@@ -1,0 +1,148 @@
+"""Host cost per call: numba_tma's public ops next to torch's own op, same process, same tensors.
+
+Run from the repository root on an sm_90 GPU, after ``pip install .`` (torch needed):
+
+    python benches/host.py --json benches/results/host-h100.json
+
+For each ``n`` of ``--sizes`` (default 256, 1024, 4096) the script makes torch CUDA tensors
+(``n x n`` float16 for the GEMMs, float32 for the transposes) and, for every op, makes
+``--warmup`` untimed calls (compilation, planning, the launcher and descriptor caches), then
+times ``--iters`` back-to-back calls with ``time.perf_counter`` while the GPU is held by a
+GPU-side wait (``torch.cuda._sleep``), so no call waits for the GPU: ``host_us`` is the Python
+and driver cost of one call, the allocation of a new ``out`` in torch included for the ops
+without one. ``--rounds`` rounds interleave the ops; an op's figure is the median of its rounds.
+
+Ops: ``matmul(a, b)``, ``matmul(a, b, out)``, ``torch.mm(a, b)``, ``torch.mm(a, b, out)``,
+``transpose(x)``, ``transpose(x, out)``, ``torch x.t().contiguous()``,
+``torch out.copy_(x.t())``. One line per op and size; ``--json`` writes
+``{"gpu": ..., "results": [{"op": ..., "n": ..., "host_us": ...}, ...]}`` with the GPU, driver
+and package versions.
+"""
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+
+def load_common():
+    """benches/common.py, loaded by path (benches/ is not a package)."""
+    name = "numba_tma_benches_common"
+    mod = sys.modules.get(name)
+    if mod is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+common = load_common()
+
+BENCH = "host"
+DEFAULT_SIZES = (256, 1024, 4096)
+HOLD_CYCLES = 400_000_000      # ~0.2 s of GPU wait: longer than queuing one round of calls
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=common.argparse_type(
+        lambda t: [common.positive_int(x) for x in t.split(",")]), default=list(DEFAULT_SIZES),
+        help="comma list of n (default 256,1024,4096)")
+    p.add_argument("--ops", default=None, help="comma list or globs of op names")
+    p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=200)
+    p.add_argument("--rounds", type=common.argparse_type(common.positive_int), default=5)
+    p.add_argument("--warmup", type=common.argparse_type(common.positive_int), default=3)
+    p.add_argument("--json", metavar="PATH", default=None)
+    return p.parse_args(argv)
+
+
+def ops(torch, n):
+    """``{op name: fn()}`` on fresh ``n x n`` tensors (the public ops and torch's own)."""
+    import numba_tma
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    x = torch.randn(n, n, device="cuda", dtype=torch.float32)
+    xt = torch.empty(n, n, device="cuda", dtype=torch.float32)
+    return {
+        "matmul(a, b)": lambda: numba_tma.matmul(a, b),
+        "matmul(a, b, out)": lambda: numba_tma.matmul(a, b, c),
+        "torch.mm(a, b)": lambda: torch.mm(a, b),
+        "torch.mm(a, b, out)": lambda: torch.mm(a, b, out=c),
+        "transpose(x)": lambda: numba_tma.transpose(x),
+        "transpose(x, out)": lambda: numba_tma.transpose(x, xt),
+        "torch x.t().contiguous()": lambda: x.t().contiguous(),
+        "torch out.copy_(x.t())": lambda: xt.copy_(x.t()),
+    }
+
+
+def host_us(torch, fn, iters, hold):
+    """Microseconds of host time per call of ``fn`` over ``iters`` calls queued behind
+    ``hold()`` (a GPU-side wait)."""
+    torch.cuda.synchronize()
+    hold()
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / iters * 1e6
+
+
+def row(op, n, rounds_us):
+    """One result: the op, n, its median host us and the rounds."""
+    return {"op": op, "n": n, "host_us": common.median(rounds_us),
+            "rounds_us": list(rounds_us)}
+
+
+def line(r):
+    return f"{r['op']:26s} n={r['n']:5d}  {r['host_us']:8.1f} us/call"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch, why = common.import_optional("torch")
+    if torch is None:
+        common.log(f"torch is needed: {why}")
+        return 2
+    if not hasattr(torch.cuda, "_sleep"):
+        common.log("torch.cuda._sleep is needed to hold the GPU while calls are queued")
+        return 2
+    env = common.gpu_environment()
+    print(f"# {env['gpu']}, driver {env['driver']}; host us per call, median of {args.rounds} "
+          f"rounds of {args.iters} calls after {args.warmup} warm-ups, GPU held")
+    hold = lambda: torch.cuda._sleep(HOLD_CYCLES)      # noqa: E731
+    results = []
+    for n in args.sizes:
+        table = ops(torch, n)
+        names = common.select_names(table, args.ops)
+        for name in names:
+            for _ in range(args.warmup):
+                table[name]()
+        torch.cuda.synchronize()
+        rounds = {name: [] for name in names}
+        for _ in range(args.rounds):
+            for name in names:
+                rounds[name].append(host_us(torch, table[name], args.iters, hold))
+        for name in names:
+            results.append(row(name, n, rounds[name]))
+            print(line(results[-1]), flush=True)
+        del table
+        common.free_device_memory()
+    if args.json:
+        common.write_json(args.json, {
+            "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
+            "versions": common.package_versions(), "iters": args.iters,
+            "rounds": args.rounds, "warmup": args.warmup,
+            "timing": "host_us: time.perf_counter over back-to-back calls queued behind a GPU "
+                      "wait, per call; median of rounds",
+            "results": results, "command": " ".join(sys.argv), "timestamp": common.timestamp()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
