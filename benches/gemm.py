@@ -138,6 +138,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=common.argparse_type(common.nonnegative_int), default=5)
     p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None)
     p.add_argument("--json", metavar="PATH", default=None)
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
     args = p.parse_args(argv)
     shapes = [(s, s, s) for s in (args.size or DEFAULT_SIZES)]
     if not args.no_default_shapes and not args.size:
@@ -562,8 +564,8 @@ def main(argv=None):
         line = geomean_line(name, x_cublas, x_triton)
         if line:
             print(line)
-    if args.json:
-        common.write_json(args.json, {
+    if args.json or args.plot:
+        common.save_results(args, {
             "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
             "versions": common.package_versions(extra=("triton",)), "dtype": args.dtypes,
             "iters": args.iters, "rounds": args.rounds,

@@ -56,6 +56,8 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=common.argparse_type(common.positive_int), default=5)
     p.add_argument("--warmup", type=common.argparse_type(common.positive_int), default=3)
     p.add_argument("--json", metavar="PATH", default=None)
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
     return p.parse_args(argv)
 
 
@@ -133,8 +135,8 @@ def main(argv=None):
             print(line(results[-1]), flush=True)
         del table
         common.free_device_memory()
-    if args.json:
-        common.write_json(args.json, {
+    if args.json or args.plot:
+        common.save_results(args, {
             "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
             "versions": common.package_versions(), "iters": args.iters,
             "rounds": args.rounds, "warmup": args.warmup,

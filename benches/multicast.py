@@ -85,6 +85,8 @@ def parse_args(argv=None):
     p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=50)
     p.add_argument("--warmup", type=common.argparse_type(common.nonnegative_int), default=5)
     p.add_argument("--json", metavar="PATH", default=None, help="write the results here")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
     p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None)
     args = p.parse_args(argv)
     if args.w % 4:
@@ -174,8 +176,8 @@ def main(argv=None):
           f"{args.warmup} warm-up")
     rows = run(args)
     print(format_results(rows))
-    if args.json:
-        common.write_json(args.json, {
+    if args.json or args.plot:
+        common.save_results(args, {
             "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
             "versions": common.package_versions(), "k": args.k, "w": args.w,
             "clusters": args.clusters, "iters": args.iters, "warmup": args.warmup,

@@ -85,6 +85,8 @@ def parse_args(argv=None):
                    help="skip torch and CuPy (the copy ceiling stays)")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="also write every result to this JSON file (rewritten after each shape)")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
     p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None,
                    help="seed for the inputs (default: fresh, printed and recorded)")
     args = p.parse_args(argv)
@@ -352,6 +354,10 @@ def main(argv=None, library=None):
             break
     if args.json:
         print(f"wrote {args.json}")
+    if args.plot:
+        common.write_plot(build_report(env, versions, args, configs, all_rows, seed, command),
+                          args.plot)
+        print(f"wrote {args.plot}")
     ours = [r for r in all_rows if r["status"] == "failed" and r["role"] in ("api", "kernel",
                                                                               "config")]
     for r in ours:

@@ -109,6 +109,8 @@ def parse_args(argv=None):
                    help="skip torch, CuPy and numba-cuda's transpose (the copy ceiling stays)")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="also write every result to this JSON file (rewritten after each config)")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
     p.add_argument("--samples", type=common.argparse_type(common.positive_int),
                    default=DEFAULT_SAMPLES,
                    help="random full rows and columns checked on the host (default 64), plus "
@@ -794,6 +796,10 @@ def main(argv=None, library=None):
         print(f"  {c['dtype']} {c['shape'][0]}x{c['shape'][1]}: {best_line(rows)}")
     if args.json:
         print(f"wrote {args.json}")
+    if args.plot:
+        common.write_plot(build_report(env, versions, args, configs, all_rows, seed=seed,
+                                       command=command), args.plot)
+        print(f"wrote {args.plot}")
     failed = [r for r in all_rows if r["status"] == "failed"]
     if failed:
         # Baselines' failures are reported but only numba_tma's decide the exit status.

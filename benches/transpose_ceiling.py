@@ -149,6 +149,8 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=common.positive_int, default=3,
                    help="interleaved rounds; the median of their medians is reported")
     p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
     return p.parse_args(argv)
 
 
@@ -209,12 +211,12 @@ def main(argv=None):
             [[r["kernel"], f"{r['ms']:.3f}", f"{r['GBps']:.1f}", f"{r['pct_of_copy']:.1f}"]
              for r in rows]))
         common.free_device_memory()
-    if args.json:
-        common.write_json(args.json, {"bench": "transpose_ceiling", "gpu": env.get("gpu"),
-                                      "driver": env.get("driver"), "versions": versions,
-                                      "iters": args.iters, "warmup": args.warmup,
-                                      "rounds": args.rounds, "results": results,
-                                      "timestamp": common.timestamp()})
+    if args.json or args.plot:
+        common.save_results(args, {"bench": "transpose_ceiling", "gpu": env.get("gpu"),
+                                   "driver": env.get("driver"), "versions": versions,
+                                   "iters": args.iters, "warmup": args.warmup,
+                                   "rounds": args.rounds, "results": results,
+                                   "timestamp": common.timestamp()})
     return 0
 
 

@@ -105,6 +105,8 @@ def parse_args(argv=None):
     p.add_argument("--no-ncu", action="store_true", help="skip profiling")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="also write the results to this JSON file")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
     p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None,
                    help="seed for the inputs (default: fresh)")
     return p.parse_args(argv)
@@ -352,8 +354,8 @@ def main(argv=None):
         print(f"# ncu: {ncu_info['error']}")
     elif ncu_info["version"]:
         print(f"# {ncu_info['version']}")
-    if args.json:
-        common.write_json(args.json, {
+    if args.json or args.plot:
+        common.save_results(args, {
             "bench": BENCH, "gpu": env.get("gpu"), "driver": env.get("driver"), "env": env,
             "versions": common.package_versions(), "ncu": ncu_info, "results": rows,
             "seed": args.seed, "command": " ".join([sys.executable] + sys.argv),

@@ -10,16 +10,27 @@ Device intrinsics (call them inside ``@cuda.jit`` kernels):
     ``numba_tma.smem``      16-byte shared-memory loads and stores
     ``numba_tma.gmem``      16-byte global-memory loads and stores
     ``numba_tma.warp``      warp-level ldmatrix/stmatrix and mma.sync (tensor cores)
+    ``numba_tma.wgmma``     warpgroup wgmma.mma_async, its descriptors and fences, setmaxnreg
+    ``numba_tma.barrier``   named CTA barriers (bar.sync / bar.arrive with an id and a count)
     ``numba_tma.tensormap_device``  tensormap.replace: edit a descriptor in memory from a kernel
 Kernels:
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
-    ``numba_tma.matmul``    alpha * a @ b + beta * out on tensor cores (TMA + mma.sync)
+    ``numba_tma.matmul``    alpha * a @ b + beta * out on tensor cores (TMA + wgmma)
 Host side:
     ``numba_tma.TensorMap`` a validated CUtensorMap (tile mode) in device memory
     ``numba_tma.Im2colTensorMap`` the same for im2col mode (NWC / NHWC / NDHWC convolutions)
     ``numba_tma.launch``    >48 KB dynamic shared memory; thread-block cluster launches
     ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
+Command line:
+    ``python -m numba_tma.swizzle [--png PATH] --span 128 --itemsize 4``: a swizzled box's bank map
 """
+
+import warnings
+
+# ``python -m numba_tma.swizzle`` runs a module this package has already imported; runpy warns
+# about that, harmlessly (the module's main() is all it runs).
+warnings.filterwarnings("ignore", message="'numba_tma.swizzle' found in sys.modules",
+                        category=RuntimeWarning)
 
 from . import bulk, cluster, fence, gmem, mbarrier, smem, swizzle, tensormap_device, tma, warp
 from .tensormap import TensorMap

@@ -21,7 +21,8 @@ import numpy as np
 from numba.cuda.extending import register_jitable
 
 __all__ = ["SPANS", "CHUNK_BYTES", "pattern_bytes", "row_pitch", "shared_bytes", "byte_offset",
-           "index", "col", "physical_offsets", "shared_image", "logical_tile"]
+           "index", "col", "physical_offsets", "shared_image", "logical_tile", "BANKS",
+           "BANK_BYTES", "bank_map", "bank_map_text", "write_bank_map"]
 
 SPANS = (0, 32, 64, 128)
 # The swizzle permutes 16-byte chunks; bits 7.. of the byte offset select the permutation.
@@ -131,3 +132,97 @@ def logical_tile(image, shape, dtype, span):
     offsets = physical_offsets(tuple(shape), dtype.itemsize, span)
     raw = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
     return raw[offsets.reshape(-1)].view(dtype).reshape(shape)
+
+
+# ------------------------------------------------------------------------- bank maps (seed 000)
+
+BANKS = 32
+BANK_BYTES = 4
+
+
+def bank_map(rows, row_elems, itemsize, span):
+    """The shared-memory bank of every logical element of a ``rows x row_elems`` box loaded with
+    this swizzle: an int array of that shape (an element wider than a bank: its first bank).
+
+    Seed 000's pictures: unswizzled 4-byte elements put each column in one bank, so a warp
+    reading a column conflicts 32 ways; under the 128B swizzle the 8 rows of a pattern period
+    spread each column over 8 banks."""
+    offsets = physical_offsets((rows, row_elems), itemsize, span)[..., 0]
+    return (offsets // BANK_BYTES) % BANKS
+
+
+def bank_map_text(banks):
+    """The map as text: one line per row, bank numbers right-aligned."""
+    return "\n".join(" ".join(f"{b:2d}" for b in row) for row in np.asarray(banks))
+
+
+#: Inches per cell of the picture, the margins around the cells and its resolution.
+_CELL, _MARGIN, _DPI = 0.3, (1.4, 1.0), 100
+
+
+def bank_map_size(rows, row_elems):
+    """(width, height) in pixels of the PNG :func:`write_bank_map` draws."""
+    return (round((_CELL * row_elems + _MARGIN[0]) * _DPI),
+            round((_CELL * rows + _MARGIN[1]) * _DPI))
+
+
+def write_bank_map(path, rows, row_elems, itemsize, span):
+    """Draw :func:`bank_map` to the PNG ``path``: each cell a logical element, coloured and
+    numbered by its bank. Needs matplotlib (``pip install "numba_tma[plot]"``)."""
+    banks = bank_map(rows, row_elems, itemsize, span)
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise RuntimeError("the bank map picture needs matplotlib: pip install "
+                           "'numba_tma[plot]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(_CELL * row_elems + _MARGIN[0], _CELL * rows + _MARGIN[1]),
+                     dpi=_DPI)
+    ax = fig.add_axes((0.6 / (_CELL * row_elems + _MARGIN[0]),
+                       0.4 / (_CELL * rows + _MARGIN[1]),
+                       _CELL * row_elems / (_CELL * row_elems + _MARGIN[0]),
+                       _CELL * rows / (_CELL * rows + _MARGIN[1])))
+    ax.imshow(banks, cmap="hsv", vmin=0, vmax=BANKS, aspect="auto", interpolation="nearest")
+    for (r, c), b in np.ndenumerate(banks):
+        ax.text(c, r, str(b), ha="center", va="center", fontsize=6)
+    ax.set_xlabel("column (element)")
+    ax.set_ylabel("row")
+    swz = f"{span}B swizzle" if span else "no swizzle"
+    ax.set_title(f"bank of each element: {rows} x {row_elems} x {itemsize}-byte box, {swz}",
+                 fontsize=9)
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None):
+    """``python -m numba_tma.swizzle [--png PATH] --span 128 --itemsize 4``: the bank map of a
+    swizzled box, printed, or drawn to a PNG."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m numba_tma.swizzle", description=main.__doc__)
+    p.add_argument("--span", type=int, default=128, choices=SPANS, help="swizzle span, bytes")
+    p.add_argument("--itemsize", type=int, default=4, choices=(1, 2, 4, 8))
+    p.add_argument("--rows", type=int, default=32)
+    p.add_argument("--cols", type=int, default=None,
+                   help="elements per row (default: one 128-byte line, or the span)")
+    p.add_argument("--png", default=None, help="draw to this PNG instead of printing")
+    args = p.parse_args(argv)
+    cols = args.cols or (args.span or 128) // args.itemsize
+    if args.rows < 1 or cols < 1:
+        p.error(f"rows and cols must be >= 1, got {args.rows} and {cols}")
+    try:
+        if args.png:
+            write_bank_map(args.png, args.rows, cols, args.itemsize, args.span)
+            print(f"wrote {args.png}")
+        else:
+            print(bank_map_text(bank_map(args.rows, cols, args.itemsize, args.span)))
+    except (ValueError, RuntimeError) as exc:
+        p.error(str(exc))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

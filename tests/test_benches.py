@@ -2,6 +2,7 @@
 the sampled transpose check, the JSON schema, and (under the CUDA simulator) one whole run of
 benches/transpose.py on fake kernels. benches/ is not a package: its files are loaded by path."""
 
+import argparse
 import importlib.util
 import json
 import os
@@ -712,3 +713,67 @@ def test_host_bench_import_needs_no_gpu_stack():
         assert not loaded, loaded
     """)
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# --- plots -------------------------------------------------------------------------------------
+
+SCRIPTS = ("gemm", "host", "multicast", "reduce", "transpose", "transpose_ceiling",
+           "warp_gemm_banks")
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_bench_takes_plot(script):
+    out = subprocess.run([sys.executable, str(BENCHES / f"{script}.py"), "--help"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "--plot PNG" in out
+
+
+def test_plot_panels_group_by_dtype_and_kernel():
+    doc = {"bench": "gemm", "gpu": "G", "results": [
+        dict(kernel="cublas", shape=[8, 8, 8], in_dtype="float16", out_dtype="float16",
+             status="ok", TFLOPs=1.0),
+        dict(kernel="matmul()", shape=[8, 8, 8], in_dtype="float16", out_dtype="float16",
+             status="ok", TFLOPs=2.0),
+        dict(kernel="matmul()", shape=[16, 8, 8], in_dtype="float16", out_dtype="float32",
+             status="ok", TFLOPs=3.0),
+        dict(kernel="matmul()", shape=[16, 8, 8], in_dtype="float16", out_dtype="float16",
+             status="FAILED", TFLOPs=None),
+    ]}
+    panels, ylabel, xlabel = common.plot_panels(doc)
+    assert list(panels) == ["float16", "float16->float32"] and ylabel == "TFLOP/s"
+    assert panels["float16"] == {"cublas": [("8x8x8", 1.0)], "matmul()": [("8x8x8", 2.0)]}
+    with pytest.raises(ValueError, match="no plot for bench 'nope'"):
+        common.plot_panels({"bench": "nope", "results": []})
+    with pytest.raises(ValueError, match="no result to plot"):
+        common.plot_panels({"bench": "host", "results": []})
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (BENCHES / "results").glob("*.json")))
+def test_committed_results_plot(name, tmp_path):
+    # Every committed result draws: a PNG of one panel per dtype at the planned size.
+    pytest.importorskip("matplotlib")
+    doc = json.loads((BENCHES / "results" / name).read_text())
+    path = common.write_plot(doc, tmp_path / "out.png")
+    assert os.path.getsize(path) > 10_000
+    assert png_size(path) == common.plot_size(doc)
+
+
+def test_save_results_writes_json_and_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    doc = {"bench": "host", "gpu": "G", "results": [
+        {"op": "matmul(a, b)", "n": 256, "host_us": 40.0},
+        {"op": "matmul(a, b)", "n": 1024, "host_us": 30.0}]}
+    args = argparse.Namespace(json=str(tmp_path / "r.json"), plot=str(tmp_path / "r.png"))
+    common.save_results(args, doc)
+    assert json.loads((tmp_path / "r.json").read_text())["results"][1]["host_us"] == 30.0
+    assert png_size(tmp_path / "r.png") == common.plot_size(doc) == (1100, 450)
+    subprocess.run([sys.executable, str(BENCHES / "plot.py"), str(tmp_path / "r.json"), "--png",
+                    str(tmp_path / "again.png")], cwd=ROOT, check=True, capture_output=True)
+    assert png_size(tmp_path / "again.png") == (1100, 450)

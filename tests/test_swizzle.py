@@ -82,3 +82,60 @@ def test_pattern_bytes_and_errors():
         swizzle.shared_image(np.zeros((2, 24), np.uint8), 128)
     with pytest.raises(ValueError, match="wider than the 64B swizzle span"):
         swizzle.shared_image(np.zeros((2, 32), np.float32), 64)
+
+
+# --- bank maps (seed 000's pictures) -----------------------------------------------------------
+
+def test_bank_map_unswizzled_columns_share_a_bank():
+    banks = swizzle.bank_map(32, 32, 4, 0)
+    assert (banks == np.arange(32)[None, :]).all()          # every row the same: column = bank
+    # 2-byte elements: two per bank
+    assert (swizzle.bank_map(4, 64, 2, 0)[0] == np.arange(64) // 2).all()
+
+
+def test_bank_map_128b_spreads_a_column_over_8_banks():
+    banks = swizzle.bank_map(32, 32, 4, 128)
+    r, c = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
+    # chunk c // 4 of row r lands at chunk (c // 4) ^ (r % 8): bank 4 * that + c % 4
+    np.testing.assert_array_equal(banks, (((c // 4) ^ (r % 8)) * 4) + c % 4)
+    assert all(len(set(banks[:8, col])) == 8 for col in range(32))
+    assert (np.sort(banks, axis=1) == np.arange(32)).all()     # each row still uses every bank
+    # 64B: rows of 64 bytes (16 floats), two to a 128-byte line; the second line's chunks are
+    # swapped in pairs (chunk ^ 1)
+    banks = swizzle.bank_map(8, 16, 4, 64)
+    assert banks[0].tolist() == list(range(16)) and banks[1].tolist() == list(range(16, 32))
+    assert banks[2].tolist() == [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]
+
+
+def test_bank_map_text_and_cli(capsys):
+    assert swizzle.bank_map_text([[0, 1], [10, 31]]) == " 0  1\n10 31"
+    assert swizzle.main(["--span", "128", "--itemsize", "4", "--rows", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:8] == ["4", "5", "6", "7", "0", "1", "2", "3"]
+    with pytest.raises(SystemExit):
+        swizzle.main(["--span", "128", "--cols", "64"])          # 256 bytes: wider than the span
+    with pytest.raises(SystemExit):
+        swizzle.main(["--span", "48"])
+
+
+def test_bank_map_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "banks.png"
+    assert swizzle.main(["--png", str(path), "--span", "64", "--itemsize", "2", "--rows", "16"]) == 0
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+    size = (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big"))
+    assert size == swizzle.bank_map_size(16, 32)
+
+
+def test_bank_map_module_runs_as_a_script(tmp_path):
+    # python -m numba_tma.swizzle, as the README shows it, with no runpy warning on stderr
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "numba_tma.swizzle", "--span", "32",
+                           "--itemsize", "4", "--rows", "2"], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.splitlines()[1].split()[:4] == ["8", "9", "10", "11"]    # bytes 32-47
+    assert "RuntimeWarning" not in proc.stderr
