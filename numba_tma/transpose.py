@@ -12,7 +12,7 @@ Which kernel (H100 measurements in README and ``benches/results``):
 - ``v8_sector`` everywhere else: odd shapes such as 32767 x 20001 and misaligned views (16-byte
   accesses realigned through a padded shared tile, each block writing whole 32-byte sectors of
   its out rows: 90.6% fp32, 90.2% fp64, 87.4% fp16, 75.7% uint8, where the element-wise
-  v6_packed ran 65.4 / 79.8 / 47.8 / 37.7%), and 16-byte rows whose partial edge tiles v7 would
+  v6_packed ran 65.5 / 79.8 / 47.7 / 37.6%), and 16-byte rows whose partial edge tiles v7 would
   move element by element (fp32 30000^2: 89.8% against v7's 84.2%);
 - under the CUDA simulator, the fastest classic kernel.
 
