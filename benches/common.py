@@ -224,6 +224,20 @@ def time_cuda_batch(fn, iters, warmup=0, *, event=None, synchronize=None):
     return start.elapsed_time(end) / iters
 
 
+def host_us_per_call(fn, iters, hold, synchronize):
+    """Host cost of one call of ``fn`` in microseconds: ``iters`` calls timed with
+    ``time.perf_counter`` after ``hold()`` (a GPU-side wait, e.g. ``torch.cuda._sleep``) so no
+    call waits for the GPU; ``synchronize`` before and after."""
+    synchronize()
+    hold()
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    elapsed = time.perf_counter() - start
+    synchronize()
+    return elapsed / iters * 1e6
+
+
 # ---------------------------------------------------------------------------------------------
 # inputs
 

@@ -393,21 +393,6 @@ def _matmul_cast(torch, a, b, out):
     out.copy_(torch.matmul(a, b))
 
 
-def _host_us_per_call(fn, iters, hold):
-    """Python cost of one call of ``fn`` (microseconds): ``iters`` calls enqueued while the GPU
-    is held, so no call waits for the GPU."""
-    import torch
-
-    torch.cuda.synchronize()
-    hold()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / iters * 1e6
-
-
 class ShapeRun:
     """The inputs of one shape (fp32 normals), their casts to each input dtype and the fp32
     references, shared by the dtypes run at that shape."""
@@ -523,7 +508,8 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
     for t in entries:
         score(t.row, t.ms, 2 * m * n * k, cublas_ms.get(t.key), triton_ms.get(t.key), t.wall,
               cublas_wall.get(t.key))
-        t.row["host_us"] = _host_us_per_call(t.fn, args.iters, hold) if hold else None
+        t.row["host_us"] = (common.host_us_per_call(t.fn, args.iters, hold,
+                                                    torch.cuda.synchronize) if hold else None)
         print(perf_line(t.row), flush=True)
     return base_rows + kernel_rows, failed
 

@@ -23,7 +23,6 @@ import argparse
 import importlib.util
 import os
 import sys
-import time
 
 
 def load_common():
@@ -82,19 +81,6 @@ def ops(torch, n):
     }
 
 
-def host_us(torch, fn, iters, hold):
-    """Microseconds of host time per call of ``fn`` over ``iters`` calls queued behind
-    ``hold()`` (a GPU-side wait)."""
-    torch.cuda.synchronize()
-    hold()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / iters * 1e6
-
-
 def row(op, n, rounds_us):
     """One result: the op, n, its median host us and the rounds."""
     return {"op": op, "n": n, "host_us": common.median(rounds_us),
@@ -129,7 +115,8 @@ def main(argv=None):
         rounds = {name: [] for name in names}
         for _ in range(args.rounds):
             for name in names:
-                rounds[name].append(host_us(torch, table[name], args.iters, hold))
+                rounds[name].append(common.host_us_per_call(table[name], args.iters, hold,
+                                                            torch.cuda.synchronize))
         for name in names:
             results.append(row(name, n, rounds[name]))
             print(line(results[-1]), flush=True)

@@ -777,3 +777,10 @@ def test_save_results_writes_json_and_png(tmp_path):
     subprocess.run([sys.executable, str(BENCHES / "plot.py"), str(tmp_path / "r.json"), "--png",
                     str(tmp_path / "again.png")], cwd=ROOT, check=True, capture_output=True)
     assert png_size(tmp_path / "again.png") == (1100, 450)
+
+
+def test_host_us_per_call_holds_the_gpu_first():
+    log = []
+    us = common.host_us_per_call(lambda: log.append("call"), 3, lambda: log.append("hold"),
+                                 lambda: log.append("sync"))
+    assert log == ["sync", "hold", "call", "call", "call", "sync"] and us >= 0
