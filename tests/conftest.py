@@ -1,10 +1,39 @@
 import os
+import shutil
+import subprocess
 
 import pytest
 
 
-def sm90_skip_reason():
-    """Why the GPU tests cannot run here, or None when an sm_90 GPU is present."""
+class GpuUnusable(RuntimeError):
+    """nvidia-smi lists a GPU but CUDA cannot use it: the GPU tests must not skip quietly."""
+
+
+def gpu_listed(which=shutil.which, run=subprocess.run):
+    """Whether ``nvidia-smi -L`` lists a GPU here (the driver's view, independent of numba's)."""
+    exe = which("nvidia-smi")
+    if exe is None:
+        return False
+    try:
+        proc = run([exe, "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0 and "GPU " in proc.stdout
+
+
+def skip_or_raise(problem, listed):
+    """The skip reason for ``problem`` (why CUDA cannot run the GPU tests; None: it can), or
+    GpuUnusable when ``listed()`` says a GPU is there: a broken CUDA install on a GPU machine
+    is an error, not a reason to skip every GPU test."""
+    if problem is not None and listed():
+        raise GpuUnusable(f"nvidia-smi lists a GPU, but {problem}. Fix the CUDA install (or the "
+                          f"wheels): on this machine every GPU test would be skipped.")
+    return problem
+
+
+def sm90_skip_reason(listed=gpu_listed):
+    """Why the GPU tests cannot run here, or None when an sm_90 GPU is present. Raises
+    GpuUnusable where nvidia-smi sees a GPU that CUDA cannot use."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         # Under the simulator cc checks pass, but nothing here runs there.
         return "the CUDA simulator cannot run TMA/mbarrier inline PTX"
@@ -12,10 +41,12 @@ def sm90_skip_reason():
         from numba import cuda
 
         if not cuda.is_available():
-            return "no CUDA driver or GPU on this machine"
+            return skip_or_raise("no CUDA driver or GPU on this machine", listed)
         cc = cuda.get_current_device().compute_capability
-    except Exception as exc:  # a broken driver install is also "no GPU"
-        return f"CUDA is unusable here: {exc}"
+    except GpuUnusable:
+        raise
+    except Exception as exc:
+        return skip_or_raise(f"CUDA is unusable here: {exc}", listed)
     if cc < (9, 0):
         return f"TMA needs compute capability 9.0 (Hopper); this GPU is {cc[0]}.{cc[1]}"
     return None
@@ -27,7 +58,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords or os.sep + "gpu" + os.sep in str(item.fspath):
             if not checked:
-                reason, checked = sm90_skip_reason(), True
+                try:
+                    reason, checked = sm90_skip_reason(), True
+                except GpuUnusable as exc:
+                    pytest.exit(str(exc), returncode=3)
             item.add_marker(pytest.mark.gpu)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
