@@ -2,10 +2,11 @@
 
 ``a`` (M, K) and ``b`` (K, N) are float16 or bfloat16 CUDA arrays (numba, CuPy or torch; torch
 for bfloat16), each either row-major or column-major contiguous (a transposed view such as
-``w.T`` is fine: the kernel reads it with ``ldmatrix.trans``). ``out`` (M, N) is row-major
-float16, bfloat16 or float32; accumulation is fp32. The kernel is the warp-specialised TMA +
-``wgmma`` GEMM of :mod:`numba_tma.kernels.gemm_wgmma` (a ``WgmmaConfig``); the ``mma.sync`` GEMM
-of :mod:`numba_tma.kernels.gemm_tma` stays a rung of the ladder, run when a ``GemmConfig`` is
+``w.T`` is fine: wgmma reads it through its transpose immediates, the mma.sync rung with
+``ldmatrix.trans``). ``out`` (M, N) is row-major float16, bfloat16 or float32; accumulation is
+fp32. The kernel is the warp-specialised TMA + ``wgmma`` GEMM of
+:mod:`numba_tma.kernels.gemm_wgmma` (a ``WgmmaConfig``); the ``mma.sync`` GEMM of
+:mod:`numba_tma.kernels.gemm_tma` stays a rung of the ladder, run when a ``GemmConfig`` is
 given. Any M, N, K work (partial tiles are zero-filled on load and clipped on store), but TMA
 needs every row pitch to be a multiple of 16 bytes (8 half-precision or 4 float32 elements) and
 16-byte-aligned base addresses.

@@ -125,7 +125,7 @@ def smem_bytes(cfg, out_itemsize):
 DEFAULT_CONFIG = WgmmaConfig()
 
 
-def _pieces(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind):
+def _pieces(BN, group_m, CM, a_kmajor, b_kmajor, in_kind):
     """What both rungs share, for one configuration: the slot and descriptor geometry, the
     producer's loads of one slot, a consumer's wgmmas on one slot, and the tile raster."""
     A_BYTES = BM * SPAN
@@ -170,8 +170,61 @@ def _pieces(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind):
         col0 = intmath.div_u32(in_group, gsize) * BN
         return row0, col0
 
-    return SimpleNamespace(NACC=NACC, A_BYTES=A_BYTES, STAGE_BYTES=STAGE_BYTES,
+    return SimpleNamespace(NACC=NACC, STAGE_BYTES=STAGE_BYTES,
                            issue_slot=issue_slot, mma_slot=mma_slot, tile_origin=tile_origin)
+
+
+def _box_writer(out_kind, has_beta):
+    """``write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old)``: a consumer
+    warp's box ``j`` of C (16 rows x 128 bytes: the n8 tiles 8j..8j+7 of 16-bit output,
+    4j..4j+3 of f32) at byte ``off`` of the uint8 shared array ``smem8``, which starts at float
+    ``fbase`` of ``dynf`` (the dynamic shared memory as float32), 128B-swizzled as its TMA store
+    reads it:
+    ``alpha * acc``, plus ``beta`` times the box's old contents (already loaded there) when
+    ``has_beta``; 16-bit output packed with ``stmatrix``, f32 with 8-byte stores. ``j`` must
+    be a compile-time constant (an unrolled loop), as every accumulator index is. ``words``
+    and ``old`` are the warp's 4-word scratch fragments."""
+    OUT16 = out_kind != "f32"
+    pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
+    unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
+
+    @cuda.jit(device=True, inline="always")
+    def write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old):
+        if OUT16:
+            srow = (lane & 7) + (((lane >> 3) & 1) << 3)
+            for q4 in range(4):
+                chunk = (q4 * 2 + (lane >> 4)) & 7
+                soff = off + srow * SPAN + ((chunk ^ (srow & 7)) << 4)
+                if has_beta:
+                    warp.ldmatrix(old, smem8, soff, 4)
+                for q in range(4):
+                    # stmatrix.x4 matrices: (rows 0-7 | 8-15) x (n8 tile 2nj | 2nj + 1)
+                    i = ((j * 4 + q4) * 2 + (q >> 1)) * 4 + 2 * (q & 1)
+                    v0 = alpha * acc[i]
+                    v1 = alpha * acc[i + 1]
+                    if has_beta:
+                        v0 += beta * unpack(old[q])
+                        v1 += beta * unpack(old[q], True)
+                    words[q] = pack(v0, v1)
+                warp.stmatrix(smem8, soff, words, 4)
+        else:
+            g = lane >> 2
+            t = lane & 3
+            for q in range(4):
+                for h in range(2):
+                    row = g + 8 * h
+                    chunk = (q * 2 + (t >> 1)) ^ g
+                    f = fbase + ((off + row * SPAN + (chunk << 4) + (t & 1) * 8) >> 2)
+                    i = (j * 4 + q) * 4 + 2 * h
+                    v0 = alpha * acc[i]
+                    v1 = alpha * acc[i + 1]
+                    if has_beta:
+                        v0 += beta * dynf[f]
+                        v1 += beta * dynf[f + 1]
+                    dynf[f] = v0
+                    dynf[f + 1] = v1
+
+    return write_box
 
 
 @functools.cache
@@ -184,7 +237,7 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         return _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind,
                                   has_beta)
     LOG_S = S.bit_length() - 1
-    P = _pieces(BN, S, group_m, 1, a_kmajor, b_kmajor, in_kind)
+    P = _pieces(BN, group_m, 1, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
     STAGE_BYTES = P.STAGE_BYTES
     NBARS = 2 * S + CONSUMER_WARPS
@@ -194,10 +247,8 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     C_COLS = 64 if OUT16 else 32                # columns of one 128-byte-wide box of C
     C_BOXES = BN // C_COLS
     SLAB_BYTES = C_BOXES * C_BOX_BYTES
-    N_TILES = BN // 8
-    pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
-    unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
+    write_box = _box_writer(out_kind, has_beta)
 
     @cuda.jit(launch_bounds=(THREADS, 1))
     def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
@@ -226,7 +277,7 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
 
         if wg == 0:
             # Producer: gives its registers to the consumers; one thread issues every load.
-            # It returns here, so nothing after this branch runs under its 40 registers.
+            # It returns here, so nothing after this branch runs under its 56 registers.
             wgmma.setmaxnreg_dec(PRODUCER_REGS)
             if tid == 0:
                 for kt in range(num_k):
@@ -257,66 +308,32 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         # Both consumers are past their last wgmma (named barrier 1: the producer has left):
         # the ring becomes the warps' slabs of C.
         barrier.sync(1, THREADS - 128)
-        if True:
-            cw = (tid >> 5) - 4                     # consumer warp 0..7
-            c_off = cw * SLAB_BYTES
-            crow = row0 + cw * SLAB_ROWS            # = row0 + 64 (wg - 1) + 16 (warp in wg)
-            inside = crow < m and col0 < n
-            if has_beta:
-                if lane == 0 and inside:
-                    mbarrier.arrive_expect_tx(cbar[cw:], SLAB_BYTES)
-                    for j in range(C_BOXES):
-                        tma.load(tiles[c_off + j * C_BOX_BYTES:], c_map,
-                                 (crow, col0 + j * C_COLS), cbar[cw:])
-                if inside:
-                    mbarrier.wait(cbar[cw:], 0)
-            g = lane >> 2
-            t = lane & 3
-            if OUT16:
-                words = cuda.local.array(4, np.uint32)
-                old = cuda.local.array(4, np.uint32)
-                srow = (lane & 7) + (((lane >> 3) & 1) << 3)
-                for nj in range(N_TILES // 2):
-                    chunk = (nj * 2 + (lane >> 4)) & 7
-                    off = (c_off + (nj >> 2) * C_BOX_BYTES + srow * SPAN
-                           + ((chunk ^ (srow & 7)) << 4))
-                    if has_beta:
-                        warp.ldmatrix(old, tiles, off, 4)
-                    for q in range(4):
-                        # stmatrix.x4 matrices: (rows 0-7 | 8-15) x (n8 tile 2nj | 2nj+1)
-                        i = (2 * nj + (q >> 1)) * 4 + 2 * (q & 1)
-                        v0 = alpha * acc[i]
-                        v1 = alpha * acc[i + 1]
-                        if has_beta:
-                            v0 += beta * unpack(old[q])
-                            v1 += beta * unpack(old[q], True)
-                        words[q] = pack(v0, v1)
-                    warp.stmatrix(tiles, off, words, 4)
-            else:
-                fbase = first >> 2
-                for ni in range(N_TILES):
-                    for h in range(2):
-                        row = g + 8 * h
-                        chunk = ((ni & 3) * 2 + (t >> 1)) ^ g
-                        off = (c_off + (ni >> 2) * C_BOX_BYTES + row * SPAN + (chunk << 4)
-                               + (t & 1) * 8)
-                        f = fbase + (off >> 2)
-                        i = ni * 4 + 2 * h
-                        v0 = alpha * acc[i]
-                        v1 = alpha * acc[i + 1]
-                        if has_beta:
-                            v0 += beta * dynf[f]
-                            v1 += beta * dynf[f + 1]
-                        dynf[f] = v0
-                        dynf[f + 1] = v1
-            fence.proxy_async_shared()
-            cuda.syncwarp()
+        cw = (tid >> 5) - 4                     # consumer warp 0..7
+        c_off = cw * SLAB_BYTES
+        crow = row0 + cw * SLAB_ROWS            # = row0 + 64 (wg - 1) + 16 (warp in wg)
+        inside = crow < m and col0 < n
+        if has_beta:
             if lane == 0 and inside:
+                mbarrier.arrive_expect_tx(cbar[cw:], SLAB_BYTES)
                 for j in range(C_BOXES):
-                    if col0 + j * C_COLS < n:
-                        tma.store(c_map, (crow, col0 + j * C_COLS), tiles[c_off + j * C_BOX_BYTES:])
-                tma.commit_group()
-                tma.wait_group_read(0)
+                    tma.load(tiles[c_off + j * C_BOX_BYTES:], c_map,
+                             (crow, col0 + j * C_COLS), cbar[cw:])
+            if inside:
+                mbarrier.wait(cbar[cw:], 0)
+        words = cuda.local.array(4, np.uint32)
+        old = cuda.local.array(4, np.uint32)
+        for j in range(C_BOXES):
+            write_box(acc, tiles, dynf, first >> 2, c_off + j * C_BOX_BYTES, j, lane, alpha,
+                      beta, words, old)
+        fence.proxy_async_shared()
+        cuda.syncwarp()
+        if lane == 0 and inside:
+            for j in range(C_BOXES):
+                if col0 + j * C_COLS < n:
+                    tma.store(c_map, (crow, col0 + j * C_COLS),
+                              tiles[c_off + j * C_BOX_BYTES:])
+            tma.commit_group()
+            tma.wait_group_read(0)
 
     return gemm
 
@@ -351,7 +368,7 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
     while the other's TMA store still reads it. With ``CM = 2`` CTA ``r`` of a cluster loads
     rows ``[r, r + 1) * BN / 2`` of every B slice and multicasts them to both CTAs; a slot's
     ``empty`` barrier then counts the consumer warps of both CTAs."""
-    P = _pieces(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind)
+    P = _pieces(BN, group_m, CM, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
     STAGE_BYTES = P.STAGE_BYTES
     RING_BYTES = S * STAGE_BYTES
@@ -361,9 +378,8 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
     OUT16 = out_kind != "f32"
     C_COLS = 64 if OUT16 else 32
     C_BOXES = BN // C_COLS
-    pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
-    unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
+    write_box = _box_writer(out_kind, has_beta)
 
     @cuda.jit(device=True, inline="always")
     def release(bar):
@@ -480,39 +496,7 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
                             tma.load(dyn8[off:], c_map, (crow, ccol), cbar[cw:])
                         mbarrier.wait(cbar[cw:], loads & 1)
                         loads += 1
-                    g = lane >> 2
-                    t = lane & 3
-                    if OUT16:
-                        srow = (lane & 7) + (((lane >> 3) & 1) << 3)
-                        for q4 in range(4):
-                            chunk = (q4 * 2 + (lane >> 4)) & 7
-                            soff = off + srow * SPAN + ((chunk ^ (srow & 7)) << 4)
-                            if has_beta:
-                                warp.ldmatrix(old, dyn8, soff, 4)
-                            for q in range(4):
-                                # stmatrix.x4: (rows 0-7 | 8-15) x (n8 tile 2nj | 2nj + 1)
-                                i = ((j * 4 + q4) * 2 + (q >> 1)) * 4 + 2 * (q & 1)
-                                v0 = alpha * acc[i]
-                                v1 = alpha * acc[i + 1]
-                                if has_beta:
-                                    v0 += beta * unpack(old[q])
-                                    v1 += beta * unpack(old[q], True)
-                                words[q] = pack(v0, v1)
-                            warp.stmatrix(dyn8, soff, words, 4)
-                    else:
-                        for q in range(4):
-                            for h in range(2):
-                                row = g + 8 * h
-                                chunk = (q * 2 + (t >> 1)) ^ g
-                                f = (off + row * SPAN + (chunk << 4) + (t & 1) * 8) >> 2
-                                i = (j * 4 + q) * 4 + 2 * h
-                                v0 = alpha * acc[i]
-                                v1 = alpha * acc[i + 1]
-                                if has_beta:
-                                    v0 += beta * dynf[f]
-                                    v1 += beta * dynf[f + 1]
-                                dynf[f] = v0
-                                dynf[f + 1] = v1
+                    write_box(acc, dyn8, dynf, 0, off, j, lane, alpha, beta, words, old)
                     fence.proxy_async_shared()
                     cuda.syncwarp()
                     if lane == 0:
