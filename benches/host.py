@@ -14,9 +14,15 @@ without one. ``--rounds`` rounds interleave the ops; an op's figure is the media
 
 Ops: ``matmul(a, b)``, ``matmul(a, b, out)``, ``torch.mm(a, b)``, ``torch.mm(a, b, out)``,
 ``transpose(x)``, ``transpose(x, out)``, ``torch x.t().contiguous()``,
-``torch out.copy_(x.t())``. One line per op and size; ``--json`` writes
+``torch out.copy_(x.t())``, and the public ops again on CuPy arrays (``... cupy``, when CuPy is
+installed) and numba device arrays (``... numba``). One line per op and size; ``--json`` writes
 ``{"gpu": ..., "results": [{"op": ..., "n": ..., "host_us": ...}, ...]}`` with the GPU, driver
 and package versions.
+
+Cold starts (unless ``--no-cold``): two fresh processes in turn, sharing an empty kernel cache
+directory (``NUMBA_CACHE_DIR``), each time their first ``transpose(x)`` and first
+``matmul(a, b)`` at n = 1024 (torch tensors); rows ``transpose first call, process 1 (empty
+cache)``, ``... process 2 (cache filled)``, the same for ``matmul``, ``host_us`` in microseconds.
 """
 
 import argparse
@@ -54,6 +60,7 @@ def parse_args(argv=None):
     p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=200)
     p.add_argument("--rounds", type=common.argparse_type(common.positive_int), default=5)
     p.add_argument("--warmup", type=common.argparse_type(common.positive_int), default=3)
+    p.add_argument("--no-cold", action="store_true", help="skip the two fresh-process runs")
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--plot", metavar="PNG", default=None,
                    help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
@@ -81,6 +88,69 @@ def ops(torch, n):
     }
 
 
+def framework_ops(n):
+    """The public ops on CuPy arrays and numba device arrays (the caller's framework allocates
+    ``out`` for the ops without one)."""
+    import numpy as np
+    from numba import cuda
+
+    import numba_tma
+
+    rng = np.random.default_rng(0)
+    table = {}
+    host = {"a": rng.standard_normal((n, n)).astype(np.float16),
+            "x": rng.standard_normal((n, n)).astype(np.float32)}
+    libs = [("numba", cuda.to_device, lambda shape, dt: cuda.device_array(shape, dt))]
+    cupy, _ = common.import_optional("cupy")
+    if cupy is not None:
+        libs.insert(0, ("cupy", cupy.asarray, cupy.empty))
+    for lib, put, empty in libs:
+        a, b, x = put(host["a"]), put(host["a"]), put(host["x"])
+        c, xt = empty((n, n), np.float16), empty((n, n), np.float32)
+        table.update({
+            f"matmul(a, b) {lib}": lambda a=a, b=b: numba_tma.matmul(a, b),
+            f"matmul(a, b, out) {lib}": lambda a=a, b=b, c=c: numba_tma.matmul(a, b, c),
+            f"transpose(x) {lib}": lambda x=x: numba_tma.transpose(x),
+            f"transpose(x, out) {lib}": lambda x=x, xt=xt: numba_tma.transpose(x, xt),
+        })
+    return table
+
+
+_COLD = """
+import json, time, torch, numba_tma
+x = torch.randn(1024, 1024, device="cuda")
+a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+torch.cuda.synchronize()
+t0 = time.perf_counter(); numba_tma.transpose(x); torch.cuda.synchronize()
+t1 = time.perf_counter(); numba_tma.matmul(a, a); torch.cuda.synchronize()
+t2 = time.perf_counter()
+print(json.dumps({"transpose": t1 - t0, "matmul": t2 - t1}))
+"""
+
+
+def cold_rows():
+    """First-call seconds of two fresh processes sharing a new, empty kernel cache."""
+    import json
+    import subprocess
+    import tempfile
+
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        env.pop("NUMBA_TMA_DISABLE_CACHE", None)
+        for proc, what in ((1, "empty cache"), (2, "cache filled")):
+            done = subprocess.run([sys.executable, "-c", _COLD], env=env, capture_output=True,
+                                  text=True, timeout=600)
+            if done.returncode:
+                common.log(done.stderr[-2000:])
+                raise RuntimeError("a cold-start process failed")
+            first = json.loads(done.stdout.strip().splitlines()[-1])
+            for op in ("transpose", "matmul"):
+                rows.append({"op": f"{op} first call, process {proc} ({what})", "n": 1024,
+                             "host_us": first[op] * 1e6})
+    return rows
+
+
 def row(op, n, rounds_us):
     """One result: the op, n, its median host us and the rounds."""
     return {"op": op, "n": n, "host_us": common.median(rounds_us),
@@ -106,7 +176,7 @@ def main(argv=None):
     hold = lambda: torch.cuda._sleep(HOLD_CYCLES)      # noqa: E731
     results = []
     for n in args.sizes:
-        table = ops(torch, n)
+        table = {**ops(torch, n), **framework_ops(n)}
         names = common.select_names(table, args.ops)
         for name in names:
             for _ in range(args.warmup):
@@ -122,6 +192,10 @@ def main(argv=None):
             print(line(results[-1]), flush=True)
         del table
         common.free_device_memory()
+    if not args.no_cold:
+        for r in cold_rows():
+            results.append(r)
+            print(f"{r['op']:45s} {r['host_us'] / 1e6:8.3f} s", flush=True)
     if args.json or args.plot:
         common.save_results(args, {
             "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,

@@ -3,7 +3,6 @@ thread-block cluster launches (sm_90) through ``cuLaunchKernelEx``, and launches
 pointers without numba's per-call argument typing (:class:`DirectKernel`)."""
 
 from numba import cuda
-from numba.cuda.cudadrv.driver import binding, driver
 
 __all__ = ["DEFAULT_DYNAMIC_SHARED", "max_dynamic_shared", "reserve_dynamic_shared"]
 
@@ -13,6 +12,8 @@ DEFAULT_DYNAMIC_SHARED = 48 * 1024
 
 def max_dynamic_shared():
     """Bytes of shared memory a block of the current device may opt in to (227 KB on the H100)."""
+    from numba.cuda.cudadrv.driver import binding, driver   # absent under the simulator
+
     dev = cuda.get_current_device()
     attr = binding.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
     return int(driver.cuDeviceGetAttribute(attr, dev.id))
@@ -25,6 +26,8 @@ def reserve_dynamic_shared(kernel, signature, nbytes):
     ``signature`` is a numba signature or string ("void(uint64[::1], int64)"); the launch's
     arguments must type to it. Raises ValueError naming ``nbytes`` above the device's opt-in limit.
     """
+    from numba.cuda.cudadrv.driver import binding, driver
+
     limit = max_dynamic_shared()
     compiled = kernel.compile(signature)
     static = compiled._codelibrary.get_cufunc().attrs.shared
@@ -41,9 +44,11 @@ def reserve_dynamic_shared(kernel, signature, nbytes):
 # Thread-block cluster launches
 
 import ctypes  # noqa: E402
+import functools  # noqa: E402
 import dataclasses  # noqa: E402
 import math  # noqa: E402
 import operator  # noqa: E402
+import threading  # noqa: E402
 
 import numpy as np  # noqa: E402
 from cuda.bindings import driver as _cudrv  # noqa: E402
@@ -393,141 +398,445 @@ def max_active_clusters(kernel, args, block, cluster, *, shared_mem=0, non_porta
                       f"shared_mem={plan.shared_mem})"))
 
 
-# ---------------------------------------------------------------------------------------------
-# Direct launches: a kernel compiled once, launched from raw pointers
+# The library's own launches through numba go through kernels._configure.configure (no
+# low-occupancy warnings about grids the library sized).
+from .kernels._configure import configure  # noqa: E402
 
-__all__ += ["DirectKernel"]
+__all__ += ["configure"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams and contexts as the launch paths see them
+
+__all__ += ["stream_handle", "numba_stream", "context_id", "is_capturing"]
+
+
+def stream_handle(stream):
+    """The ``CUstream`` handle (an int) of ``stream``: 0 or None (the legacy default stream), a
+    raw handle, a ``torch.cuda.Stream``, a CuPy stream, a numba stream, a cuda.core stream or
+    anything with ``__cuda_stream__``. Raises TypeError naming ``stream`` for anything else."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        if stream < 0:
+            raise ValueError(f"stream = {stream} is not a CUDA stream handle")
+        return stream
+    handle = getattr(stream, "cuda_stream", None)             # torch
+    if isinstance(handle, int):
+        return handle
+    proto = getattr(stream, "__cuda_stream__", None)          # the CUDA stream protocol
+    if callable(proto):
+        return int(proto()[1])
+    ptr = getattr(stream, "ptr", None)                        # CuPy
+    if isinstance(ptr, int):
+        return ptr
+    handle = getattr(stream, "handle", None)                  # numba, cuda.core
+    if handle is not None:
+        value = getattr(handle, "value", handle)              # a ctypes c_void_p, or a CUstream
+        try:
+            return int(value or 0)
+        except TypeError:
+            pass
+    if isinstance(stream, _cudrv.CUstream):
+        return int(stream)
+    raise TypeError(f"stream must be a CUDA stream (torch, CuPy, numba, cuda.core, a raw handle "
+                    f"or 0); got {type(stream).__name__}")
+
+
+def numba_stream(stream):
+    """``stream`` as numba's launch syntax takes it: 0, a numba stream as is, or a numba
+    external stream over the handle of any other (:func:`stream_handle`)."""
+    if stream is None or (isinstance(stream, int) and stream == 0):
+        return 0
+    if type(stream).__module__.startswith("numba"):
+        return stream
+    return cuda.external_stream(stream_handle(stream))
+
+
+def context_id():
+    """The current CUDA context's unique id (``cuCtxGetId``: never reused in a process, unlike
+    the context's address after ``numba.cuda.close()``), making numba's context current first
+    when none is. Cache keys that outlive a context include it."""
+    err, ident = _cudrv.cuCtxGetId(None)
+    if err == _cudrv.CUresult.CUDA_SUCCESS:
+        return int(ident)
+    cuda.current_context()                 # no current context yet: numba's primary one
+    return int(_check(_cudrv.cuCtxGetId(None), "cuCtxGetId"))
+
+
+def is_capturing(handle):
+    """Whether stream ``handle`` is being captured into a CUDA graph (an error counts as yes:
+    querying the legacy stream while another stream captures in global mode fails)."""
+    err, status = _cudrv.cuStreamIsCapturing(_cudrv.CUstream(handle))
+    if err != _cudrv.CUresult.CUDA_SUCCESS:
+        return True
+    return status != _cudrv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+
+
+# ---------------------------------------------------------------------------------------------
+# Direct launches: a kernel compiled once (or loaded from disk), launched from raw pointers
+
+__all__ += ["DirectKernel", "PreparedLaunch"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _ArraySlot:
+    ndim: int
+    itemsize: int
+    layout: str
+    typestr: str
+
+
+def _argtypes(argtypes):
+    """A tuple of numba types from a sequence of them, a numba signature or a signature string."""
+    from numba.core import sigutils
+
+    if isinstance(argtypes, str) or hasattr(argtypes, "args"):
+        args, ret = sigutils.normalize_signature(argtypes)
+        return tuple(args)
+    return tuple(argtypes)
 
 
 class DirectKernel:
-    """``kernel`` compiled once for ``argtypes`` (1-D C-contiguous arrays, integers and floats)
-    and launched with ``cuLaunchKernel`` (``cuLaunchKernelEx`` for clusters) from raw device
-    pointers.
+    """``kernel`` compiled once for ``argtypes``, its linked cubin kept on disk
+    (:mod:`numba_tma.kernel_cache`), and launched with ``cuLaunchKernel`` (``cuLaunchKernelEx``
+    for clusters) from raw device pointers.
 
     Why: a ``kernel[grid, block](*arrays)`` launch types every argument and marshals numba array
-    objects on every call; with the views a launcher builds (reshape, dtype view) that is
-    100-300 us of host time per call, more than the kernel itself runs below ~8192^2 elements
-    on an H100. Here a launch packs the words numba's marshalling would produce (an array is
-    ``meminfo, parent, nitems, itemsize, data, shape, strides``) and calls the driver.
+    objects on every call (100-300 us of host time with the views a launcher builds), and
+    numba-cuda cannot cache kernels that link ``.cu`` files, so every process compiled them
+    again (1-2 s each). Here a launch packs the words numba's marshalling would produce (an array
+    is ``meminfo, parent, nitems, itemsize, data, shape..., strides...``) and calls the driver,
+    and the function comes from a cubin loaded from disk when one was built before.
 
-    ``argtypes`` is a sequence of numba types: ``types.Array(dtype, 1, "C")``, an integer or a
-    float type. Call ``launch(grid, block, stream, *args, shared_mem=0, cluster=None)`` with
-    ``(pointer, nitems)`` for each array and a number for each scalar; ``shared_mem`` is the
-    dynamic shared memory (over 48 KB after :func:`reserve_dynamic_shared`), ``cluster`` the
-    cluster shape of a cluster launch (checked once per shape by :func:`plan_cluster_launch`).
-    The caller owns the arrays' validity (device, bounds, lifetime until the kernel ran), as
-    with any launch. On first use in a context the packing is checked against
-    numba's own ``_prepare_args`` for a small array; should numba's layout ever differ, launches
-    go through numba's launch path instead (same results, numba's host cost).
+    ``argtypes``: numba types (arrays of any rank and layout, integers, float32/64), a numba
+    signature, or a signature string such as ``"void(float32[:, ::1], int64)"``. ``key``: what
+    else distinguishes this kernel's code (see :func:`numba_tma.kernel_cache.kernel_key`);
+    ``cache=False`` keeps it off disk. An array argument is ``(pointer, nitems)`` for a 1-D
+    C-contiguous array, or any object with ``__cuda_array_interface__`` (numba, CuPy, torch),
+    whose rank and element size must match. Launch with ``k.launch(grid, block, stream, *args,
+    shared_mem=0, cluster=None)`` or ``k[grid, block, stream, shared_mem](*args)``; a launch
+    repeated with the same shape and arrays is cheapest through :meth:`prepare`. ``stream`` is
+    anything :func:`stream_handle` takes. The caller owns the arrays' validity (device, bounds,
+    lifetime until the kernel ran), as with any launch. The packing is checked against numba's
+    own ``_prepare_args`` when the kernel is compiled; should numba's layout ever differ,
+    launches go through numba's launch path instead (same results, numba's host cost).
     """
 
-    def __init__(self, kernel, argtypes):
+    def __init__(self, kernel, argtypes, *, key=(), cache=True):
         from numba.core import types
 
         self._kernel = kernel
-        self._argtypes = tuple(argtypes)
+        self._argtypes = _argtypes(argtypes)
+        self._key = key
+        self._cache = bool(cache)
         layout = []
         for i, ty in enumerate(self._argtypes):
             if isinstance(ty, types.Array):
-                if ty.ndim != 1 or ty.layout != "C":
-                    raise TypeError(f"argtypes[{i}]: arrays must be 1-D C-contiguous, got {ty}")
-                layout.append(np.dtype(str(ty.dtype)).itemsize)
+                dtype = np.dtype(str(ty.dtype))
+                layout.append(_ArraySlot(ty.ndim, dtype.itemsize, ty.layout, dtype.str))
+            elif isinstance(ty, types.Boolean):
+                layout.append(ctypes.c_bool)
             elif isinstance(ty, types.Integer):
                 layout.append(getattr(ctypes, f"c_{ty}"))
             elif ty in (types.float32, types.float64):     # numba passes them as c_float/double
                 layout.append(ctypes.c_float if ty == types.float32 else ctypes.c_double)
             else:
-                raise TypeError(f"argtypes[{i}]: only 1-D arrays, integers and float32/64, "
-                                f"got {ty}")
+                raise TypeError(f"argtypes[{i}]: only arrays, integers, booleans and "
+                                f"float32/64, got {ty}")
         self._layout = tuple(layout)
+        self._lock = threading.Lock()
         self._compiled = None
-        self._functions = {}           # CUcontext handle -> CUfunction
-        self._native = None            # whether our packing matches numba's (checked once)
+        self._cubin = None             # (cubin bytes, entry name) once built or read
+        self._functions = {}           # context id -> CUfunction
+        self._modules = {}             # context id -> CUmodule (kept loaded)
+        self._native = None            # whether our packing matches numba's
         self._cluster_plans = {}       # (grid, block, cluster, shared_mem) -> ClusterLaunch
         self._configs = {}             # (that key, stream handle) -> CUlaunchConfig
 
-    def _function(self):
-        ctx = int(_check(_cudrv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
+    # -- the function ---------------------------------------------------------------------
+
+    def function(self):
+        """The ``CUfunction`` in the current context: loaded from the disk cache, else compiled
+        (and stored); once per context."""
+        ctx = context_id()
         func = self._functions.get(ctx)
         if func is None:
-            if self._compiled is None:
-                self._compiled = self._kernel.compile(self._argtypes)
-            self._compiled.bind()              # loads it into numba's (current) context
-            func = _function_handle(self._compiled)
-            if self._native is None:
-                self._native = self._packing_matches()
-            ctx = int(_check(_cudrv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
-            self._functions[ctx] = func
+            with self._lock:
+                func = self._functions.get(ctx)
+                if func is None:
+                    func = self._functions[ctx] = self._load(ctx)
         return func
+
+    _function = function
+
+    def loaded(self):
+        """Whether :meth:`function` would return without compiling or loading."""
+        return context_id() in self._functions
+
+    def _compile(self):
+        if self._compiled is None:
+            self._compiled = self._kernel.compile(self._argtypes)
+        return self._compiled
+
+    def _load(self, ctx):
+        from . import kernel_cache
+
+        if self._cubin is None:
+            self._cubin = self._cubin_from_disk_or_build(kernel_cache)
+        if self._cubin is False:                 # not cacheable: numba loads and owns it
+            compiled = self._compile()
+            compiled.bind()
+            return _function_handle(compiled)
+        cubin, entry = self._cubin
+        module = _check(_cudrv.cuModuleLoadData(cubin), "cuModuleLoadData")
+        self._modules[ctx] = module
+        return _check(_cudrv.cuModuleGetFunction(module, entry.encode()),
+                      f"cuModuleGetFunction({entry})")
+
+    def _cubin_from_disk_or_build(self, kernel_cache):
+        cc = tuple(cuda.get_current_device().compute_capability)
+        use_disk = self._cache and kernel_cache.enabled()
+        key_text = None
+        if use_disk:
+            key_text = kernel_cache.kernel_key(self._kernel, self._argtypes, cc, self._key)
+            hit = kernel_cache.load(key_text)
+            if hit is not None:
+                cubin, header = hit
+                self._native = bool(header.get("native"))
+                return cubin, header["entry"]
+        compiled = self._compile()
+        lib = compiled._codelibrary
+        if self._native is None:
+            self._native = self._packing_matches(compiled)
+        if getattr(lib, "_setup_functions", None) or not hasattr(lib, "get_cubin"):
+            return False                   # module setup (debug exceptions): numba's own load
+        cubin = lib.get_cubin(cc)
+        entry = lib._entry_name
+        if use_disk:
+            kernel_cache.store(key_text, cubin, link_files=getattr(lib, "_linking_files", ()),
+                               entry=entry, native=self._native)
+        return cubin, entry
+
+    def _packing_matches(self, compiled):
+        core_stream, _ = _core_stream(0)
+        for ty, slot in zip(self._argtypes, self._layout):
+            if not isinstance(slot, _ArraySlot):
+                continue
+            probe = cuda.device_array((3,) * slot.ndim, np.dtype(slot.typestr),
+                                      order="F" if slot.layout == "F" else "C")
+            theirs = []
+            compiled._prepare_args(ty, probe, core_stream, [], theirs)
+            if [int(w) for w in theirs] != self._array_words(slot, probe, 0):
+                return False
+        return True
+
+    def static_shared_bytes(self):
+        attr = _cudrv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+        return int(_check(_cudrv.cuFuncGetAttribute(attr, self.function()),
+                          "cuFuncGetAttribute(SHARED_SIZE_BYTES)"))
+
+    def reserve_dynamic_shared(self, nbytes):
+        """Allow launches with ``nbytes`` of dynamic shared memory (over 48 KB) in the current
+        context; ValueError naming ``nbytes`` above the device's opt-in limit."""
+        limit = max_dynamic_shared()
+        static = self.static_shared_bytes()
+        if nbytes + static > limit:
+            raise ValueError(f"nbytes = {nbytes} of dynamic shared memory plus {static} static "
+                             f"is more than the {limit} bytes a block may use on this device")
+        attr = _cudrv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        _check(_cudrv.cuFuncSetAttribute(self.function(), attr, int(nbytes)),
+               "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+
+    def max_active_clusters(self, block, cluster, shared_mem=0):
+        """Clusters of this shape resident at once (``cuOccupancyMaxActiveClusters``)."""
+        plan = plan_cluster_launch(cluster, block, cluster, shared_mem=shared_mem)
+        config = _launch_config(plan, 0)
+        return int(_check(_cudrv.cuOccupancyMaxActiveClusters(self.function(), config),
+                          f"cuOccupancyMaxActiveClusters(block={plan.block}, "
+                          f"cluster={plan.cluster}, shared_mem={plan.shared_mem})"))
+
+    # -- the parameter words -----------------------------------------------------------------
+
+    def _array_words(self, slot, arg, i):
+        if isinstance(arg, tuple):
+            ptr, nitems = arg
+            if slot.ndim != 1 or slot.layout not in "CA":
+                raise TypeError(f"args[{i}]: (pointer, nitems) stands for a 1-D C-contiguous "
+                                f"array; the kernel takes a {slot.ndim}-D {slot.layout} array")
+            return [0, 0, nitems, slot.itemsize, ptr, nitems, slot.itemsize]
+        cai = getattr(arg, "__cuda_array_interface__", None)
+        if cai is None:
+            raise TypeError(f"args[{i}] must be a CUDA array or a (pointer, nitems) pair; got "
+                            f"{type(arg).__name__}")
+        shape = tuple(cai["shape"])
+        itemsize = np.dtype(cai["typestr"]).itemsize
+        if len(shape) != slot.ndim or itemsize != slot.itemsize:
+            raise TypeError(f"args[{i}]: the kernel takes a {slot.ndim}-D array of "
+                            f"{slot.itemsize}-byte elements; got shape {shape} of {itemsize}-byte "
+                            f"elements")
+        strides = cai.get("strides")
+        if strides is None:
+            strides, step = [], itemsize
+            for d in reversed(shape):
+                strides.append(step)
+                step *= d
+            strides = tuple(reversed(strides))
+        nitems = math.prod(shape)
+        return [0, 0, nitems, itemsize, cai["data"][0], *shape, *strides]
 
     def _words(self, args):
         words = []
-        for kind, arg in zip(self._layout, args):
-            if isinstance(kind, int):          # an array: its element size
-                ptr, nitems = arg
-                words += (0, 0, nitems, kind, ptr, nitems, kind)
+        for i, (kind, arg) in enumerate(zip(self._layout, args)):
+            if isinstance(kind, _ArraySlot):
+                words += self._array_words(kind, arg, i)
             else:
                 words.append(kind(arg))
         return words
 
-    def _packing_matches(self):
-        from numba.core import types
+    def _cluster_plan(self, grid, block, cluster, shared_mem):
+        key = (grid, block, cluster, shared_mem)
+        plan = self._cluster_plans.get(key)
+        if plan is None:
+            plan = plan_cluster_launch(grid, block, cluster, shared_mem=shared_mem)
+            if plan.non_portable:
+                raise ValueError(f"cluster = {cluster}: DirectKernel launches portable "
+                                 f"clusters (<= {MAX_PORTABLE_CLUSTER_SIZE} CTAs) only")
+            self._cluster_plans[key] = plan
+        return key, plan
 
-        core_stream, _ = _core_stream(0)
-        for ty, itemsize in zip(self._argtypes, self._layout):
-            if not isinstance(ty, types.Array):
-                continue
-            probe = cuda.device_array(3, np.dtype(str(ty.dtype)))
-            theirs = []
-            self._compiled._prepare_args(ty, probe, core_stream, [], theirs)
-            ours = [0, 0, 3, itemsize, probe.device_ctypes_pointer.value, 3, itemsize]
-            if [int(w) for w in theirs] != ours:
-                return False
-        return True
+    def _config(self, key, plan, handle):
+        config = self._configs.get((key, handle))
+        if config is None:
+            config = self._configs[(key, handle)] = _launch_config(plan, handle)
+        return config
+
+    # -- launches ----------------------------------------------------------------------------
 
     def launch(self, grid, block, stream, *args, shared_mem=0, cluster=None):
         if len(args) != len(self._layout):
             raise TypeError(f"args: the kernel takes {len(self._layout)} arguments, "
                             f"got {len(args)}")
+        grid, block = _dim3("grid", grid), _dim3("block", block)
         plan = key = None
         if cluster is not None:
-            key = (grid, block, cluster, shared_mem)
-            plan = self._cluster_plans.get(key)
-            if plan is None:
-                plan = plan_cluster_launch(grid, block, cluster, shared_mem=shared_mem)
-                if plan.non_portable:
-                    raise ValueError(f"cluster = {cluster}: DirectKernel launches portable "
-                                     f"clusters (<= {MAX_PORTABLE_CLUSTER_SIZE} CTAs) only")
-                self._cluster_plans[key] = plan
-        func = self._function()
+            key, plan = self._cluster_plan(grid, block, _dim3("cluster", cluster), shared_mem)
+        func = self.function()
         if not self._native:
             return self._launch_through_numba(grid, block, stream, args, shared_mem, cluster)
         params, keepalive = pack_kernel_args(self._words(args))
-        handle = 0 if not stream else _core_stream(stream)[1]
+        handle = stream_handle(stream)
         if plan is None:
             result = _cudrv.cuLaunchKernel(func, *grid, *block, shared_mem,
                                            _cudrv.CUstream(handle), params, 0)
         else:
-            config = self._configs.get((key, handle))
-            if config is None:
-                config = self._configs[(key, handle)] = _launch_config(plan, handle)
-            result = _cudrv.cuLaunchKernelEx(config, func, params, 0)
+            result = _cudrv.cuLaunchKernelEx(self._config(key, plan, handle), func, params, 0)
         del keepalive
         _check(result, f"cuLaunchKernel(grid={grid}, block={block}, shared_mem={shared_mem}, "
                        f"cluster={cluster})")
 
+    def __getitem__(self, config):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise ValueError(f"DirectKernel[grid, block, stream=0, shared_mem=0] takes 2 to 4 "
+                             f"values, got {config!r}")
+        grid, block, stream, shared_mem = (tuple(config) + (0, 0))[:4]
+        return functools.partial(self._launch_args, grid, block, stream, shared_mem)
+
+    def _launch_args(self, grid, block, stream, shared_mem, *args):
+        self.launch(grid, block, stream, *args, shared_mem=shared_mem)
+
+    def prepare(self, grid, block, *args, shared_mem=0, cluster=None):
+        """A :class:`PreparedLaunch` of these arguments: packed once, launched by
+        ``prepared(stream)``, arguments replaced in place with ``prepared.set(i, value)``."""
+        if len(args) != len(self._layout):
+            raise TypeError(f"args: the kernel takes {len(self._layout)} arguments, "
+                            f"got {len(args)}")
+        grid, block = _dim3("grid", grid), _dim3("block", block)
+        key = plan = None
+        if cluster is not None:
+            key, plan = self._cluster_plan(grid, block, _dim3("cluster", cluster), shared_mem)
+        func = self.function()
+        return PreparedLaunch(self, func, grid, block, shared_mem, key, plan, args)
+
     def _launch_through_numba(self, grid, block, stream, args, shared_mem=0, cluster=None):
         values = []
         for ty, kind, arg in zip(self._argtypes, self._layout, args):
-            if isinstance(kind, int):
-                ptr, nitems = arg
-                values.append(cuda.from_cuda_array_interface(
-                    {"shape": (nitems,), "strides": None, "typestr": np.dtype(str(ty.dtype)).str,
-                     "data": (ptr, False), "version": 3}, owner=None, sync=False))
+            if isinstance(kind, _ArraySlot):
+                if isinstance(arg, tuple):
+                    ptr, nitems = arg
+                    arg = cuda.from_cuda_array_interface(
+                        {"shape": (nitems,), "strides": None, "typestr": kind.typestr,
+                         "data": (ptr, False), "version": 3}, owner=None, sync=False)
+                values.append(arg)
             else:                              # typed as compiled (a float would be float64)
                 values.append(np.dtype(str(ty)).type(arg))
+        stream = numba_stream(stream)
         if cluster is not None:
             launch_cluster(self._kernel, grid, block, cluster, values, stream=stream,
                            shared_mem=shared_mem)
         else:
             self._kernel[grid, block, stream, shared_mem](*values)
+
+
+class PreparedLaunch:
+    """One kernel launch with its parameter words packed once (by :meth:`DirectKernel.prepare`).
+
+    ``prepared(stream)`` launches it (``stream`` a handle int or anything :func:`stream_handle`
+    takes); ``prepared.set(i, value)`` replaces argument ``i`` in place (a pointer of a moved
+    buffer, a new alpha), so a repeated launch costs the driver call and little else. Calls are
+    serialised by a lock: the driver copies the words during the launch call.
+    """
+
+    def __init__(self, direct, func, grid, block, shared_mem, key, plan, args):
+        self._direct, self._func = direct, func
+        self._grid, self._block, self._shared = grid, block, shared_mem
+        self._key, self._plan = key, plan
+        self.lock = threading.Lock()
+        self._values, self._slots = [], []
+        for i, (kind, arg) in enumerate(zip(direct._layout, args)):
+            start = len(self._values)
+            if isinstance(kind, _ArraySlot):
+                self._values += [ctypes.c_int64(w) for w in direct._array_words(kind, arg, i)]
+            else:
+                self._values.append(kind(arg))
+            self._slots.append(start)
+        self._args = list(args)
+        self._params = (ctypes.c_void_p * max(1, len(self._values)))(
+            *[ctypes.addressof(v) for v in self._values])
+        self._address = ctypes.addressof(self._params)
+        self._streams = {}
+
+    def set(self, i, value):
+        """Replace argument ``i`` (same kind of value as :meth:`DirectKernel.launch` takes)."""
+        kind, start = self._direct._layout[i], self._slots[i]
+        if isinstance(kind, _ArraySlot):
+            for j, w in enumerate(self._direct._array_words(kind, value, i)):
+                self._values[start + j].value = w
+        else:
+            self._values[start].value = value
+        self._args[i] = value
+
+    def set_pointer(self, i, ptr):
+        """Replace only the data address of array argument ``i`` (same shape)."""
+        self._values[self._slots[i] + 4].value = ptr
+        if isinstance(self._args[i], tuple):
+            self._args[i] = (ptr, self._args[i][1])
+
+    def __call__(self, stream=0):
+        handle = stream if type(stream) is int else stream_handle(stream)
+        if not self._direct._native:
+            return self._direct._launch_through_numba(
+                self._grid, self._block, handle, self._args, self._shared,
+                None if self._plan is None else self._plan.cluster)
+        if self._plan is None:
+            cu_stream = self._streams.get(handle)
+            if cu_stream is None:
+                cu_stream = self._streams[handle] = _cudrv.CUstream(handle)
+            result = _cudrv.cuLaunchKernel(self._func, *self._grid, *self._block, self._shared,
+                                           cu_stream, self._address, 0)
+        else:
+            config = self._direct._config(self._key, self._plan, handle)
+            result = _cudrv.cuLaunchKernelEx(config, self._func, self._address, 0)
+        if result[0] != _cudrv.CUresult.CUDA_SUCCESS:
+            _check(result, f"cuLaunchKernel(grid={self._grid}, block={self._block}, "
+                           f"shared_mem={self._shared})")

@@ -15,14 +15,17 @@ needs every row pitch to be a multiple of 16 bytes (8 half-precision or 4 float3
 import collections
 import functools
 import math
+import threading
 
 import numpy as np
 from numba import cuda, types
 
 from ._arrays import allocate_like, numba_view
+from ._calls import call_stream, operand_key
 from ._device import require_hopper
+from .launch import context_id, is_capturing, stream_handle
 from .kernels import gemm_tma, gemm_wgmma
-from .kernels._descriptors import descriptor
+from .kernels._descriptors import descriptor_map, retarget
 
 __all__ = ["matmul", "MatmulPlan", "plan_matmul"]
 
@@ -179,25 +182,26 @@ def _family(cfg):
 _resident = {}
 
 
-def _resident_blocks(kernel, args, cfg, nbytes, device_id):
+def _resident_blocks(direct, cfg, nbytes, ctx):
     """Blocks of a persistent wgmma config that fit on the device at once: one per SM (the
     kernel takes 384 threads x 168 registers and most of the shared memory), or whole clusters
     as the driver reports (``cuOccupancyMaxActiveClusters``: a GPC's SMs pair up)."""
-    key = (cfg.key(), nbytes, device_id)
+    key = (cfg.key(), nbytes, ctx)
     if key not in _resident:
         if cfg.cluster_m == 1:
             _resident[key] = _sm_count()
         else:
-            from .launch import max_active_clusters
-
-            clusters = max_active_clusters(kernel, args, cfg.threads, (cfg.cluster_m, 1, 1),
-                                           shared_mem=nbytes)
+            clusters = direct.max_active_clusters(cfg.threads, (cfg.cluster_m, 1, 1), nbytes)
             _resident[key] = clusters * cfg.cluster_m
     return _resident[key]
 
 
-@functools.cache
 def _sm_count():
+    return _sm_count_of(cuda.get_current_device().id)
+
+
+@functools.cache
+def _sm_count_of(device_id):            # per device: a process may use several GPUs
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
@@ -205,12 +209,13 @@ def _sm_count():
 #: uint64 words in global memory each), M, N, K, the tile rows and columns, alpha and beta.
 _ARGTYPES = ((types.Array(types.uint64, 1, "C"),) * 3 + (types.int64,) * 5
              + (types.float32,) * 2)
+_ALPHA, _BETA = 8, 9            # their argument positions
 
 
 @functools.cache
-def _ready(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta, device_id):
-    """(kernel, dynamic shared bytes, its DirectKernel) for one variant on one device."""
-    from .launch import DirectKernel, reserve_dynamic_shared
+def _direct(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
+    """(DirectKernel, dynamic shared bytes) of one variant; its cubin is cached on disk."""
+    from .launch import DirectKernel
 
     if cfg_key[0] == "wgmma":
         family, cfg = gemm_wgmma, gemm_wgmma.WgmmaConfig(*cfg_key[1:])
@@ -218,89 +223,132 @@ def _ready(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta, device_id):
         family, cfg = gemm_tma, gemm_tma.GemmConfig(*cfg_key)
     kernel = family.gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
     nbytes = family.smem_bytes(cfg, 4 if out_kind == "f32" else 2)
-    reserve_dynamic_shared(kernel, family.SIGNATURE, nbytes)
-    return kernel, nbytes, DirectKernel(kernel, _ARGTYPES)
+    key = ("matmul", cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
+    return DirectKernel(kernel, _ARGTYPES, key=key), nbytes
 
 
 @functools.cache
-def _placeholder(device_id):
+def _ready(variant, ctx):
+    """``_direct(*variant)``, loaded in context ``ctx`` and allowed its shared memory."""
+    direct, nbytes = _direct(*variant)
+    direct.reserve_dynamic_shared(nbytes)
+    return direct, nbytes
+
+
+@functools.cache
+def _placeholder(ctx):
     # K = 0: nothing is loaded, but the kernel still takes operand maps.
     return cuda.to_device(np.zeros((gemm_tma.WARP_TILE, gemm_tma.BK), np.uint16))
 
 
 def launch(plan, alpha=1.0, beta=0.0, stream=0):
-    """Run the planned GEMM on ``stream`` (asynchronous)."""
-    _launcher(plan, beta != 0)(alpha, beta, stream)
+    """Run the planned GEMM on ``stream`` (asynchronous; anything
+    :func:`numba_tma.launch.stream_handle` takes)."""
+    _launcher(plan, beta != 0)(alpha, beta, stream_handle(stream))
 
 
 def _launcher(plan, has_beta):
-    """``run(alpha, beta, stream)`` for ``plan``: kernel, tensor maps and grid resolved once. It
-    holds the maps and sizes, not the plan's arrays (a cached launcher keeps no tensor alive)."""
-    cfg = plan.config
-    if plan.m == 0 or plan.n == 0:
-        return lambda alpha, beta, stream: None
-    dev = cuda.get_current_device().id
-    kernel, nbytes, direct = _ready(cfg.key(), plan.a_kmajor, plan.b_kmajor, plan.in_kind,
-                                    plan.out_kind, has_beta, dev)
-    w = gemm_tma.WARP_TILE              # 64: one 128B-swizzled row of 16-bit elements
-    wgmma_path = _family(cfg) is gemm_wgmma
-    cluster_m = cfg.cluster_m
-    if plan.k:
-        a_map = descriptor(plan.a, (cfg.bm, w) if plan.a_kmajor else (w, w), 128)
-        # In a cluster each CTA loads (and multicasts) 1/cluster_m of the B slice.
-        b_map = descriptor(plan.b, (cfg.bn // cluster_m, w) if plan.b_kmajor else (w, w), 128)
-    else:
-        a_map = b_map = descriptor(_placeholder(dev), (w, w), 128)
-    if wgmma_path:
-        c_map = descriptor(plan.out, gemm_wgmma.c_box(plan.out_kind), 128)
-    else:
-        c_map = descriptor(plan.out, (w, w) if plan.out_kind != "f32" else (w, w // 2), 128)
-    sizes = (plan.m, plan.n, plan.k, math.ceil(plan.m / cfg.bm), math.ceil(plan.n / cfg.bn))
-    threads = cfg.threads
-    args = (a_map, b_map, c_map, *sizes, np.float32(0), np.float32(0))
-    if wgmma_path:
-        resident = None
-        if cfg.persistent:
-            resident = _resident_blocks(kernel, args, cfg, nbytes, dev)
-        grid = gemm_wgmma.grid_size(plan.m, plan.n, cfg, resident)
-    else:
-        grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
-
-    # Launched from the maps' device addresses (launch.DirectKernel: the parameter words numba
-    # would marshal, packed once-checked), not through numba's per-call argument typing.
-    maps = (a_map, b_map, c_map)              # held: the kernel reads their device copies
-    words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
-    grid3, block3 = (grid, 1, 1), (threads, 1, 1)
-    cluster = None if cluster_m == 1 else (cluster_m, 1, 1)
-
-    def run(alpha, beta, stream, maps=maps):
-        direct.launch(grid3, block3, stream, *words, *sizes, alpha, beta, shared_mem=nbytes,
-                      cluster=cluster)
-    return run
+    """``run(alpha, beta, stream_handle)`` for ``plan``."""
+    return _Layout(plan, has_beta).bind()
 
 
-#: matmul() remembers the launchers of its last operand sets, keyed by everything its checks
-#: looked at (addresses, shapes, strides, dtypes), so a repeated call skips validation and
-#: planning and pays only the key, the lookup and a DirectKernel launch (33-35 us per call on
-#: the H100 host with out given: benches/results/host-h100.json).
+class _Layout:
+    """One planned operand layout (shapes, strides, dtypes, config): kernel, grid, sizes and the
+    three tensor maps as first encoded. :meth:`bind` gives the launcher for the planned
+    buffers, or for other buffers of the same layout, whose maps are the same encodings moved
+    to the new addresses (``cuTensorMapReplaceAddress``) rather than a new plan."""
+
+    def __init__(self, plan, has_beta):
+        cfg = plan.config
+        self.empty = plan.m == 0 or plan.n == 0
+        if self.empty:
+            return
+        ctx = context_id()
+        self.direct, self.nbytes = _ready((cfg.key(), plan.a_kmajor, plan.b_kmajor,
+                                           plan.in_kind, plan.out_kind, has_beta), ctx)
+        w = gemm_tma.WARP_TILE              # 64: one 128B-swizzled row of 16-bit elements
+        wgmma_path = _family(cfg) is gemm_wgmma
+        if plan.k:
+            a_map = descriptor_map(plan.a, (cfg.bm, w) if plan.a_kmajor else (w, w), 128)
+            # In a cluster each CTA loads (and multicasts) 1/cluster_m of the B slice.
+            b_map = descriptor_map(plan.b, (cfg.bn // cfg.cluster_m, w) if plan.b_kmajor
+                                   else (w, w), 128)
+        else:
+            a_map = b_map = descriptor_map(_placeholder(ctx), (w, w), 128)
+        if wgmma_path:
+            c_map = descriptor_map(plan.out, gemm_wgmma.c_box(plan.out_kind), 128)
+        else:
+            c_map = descriptor_map(plan.out, (w, w) if plan.out_kind != "f32" else (w, w // 2),
+                                   128)
+        self.maps = (a_map, b_map, c_map)
+        self.moves = (bool(plan.k), bool(plan.k), True)     # the K = 0 placeholder stays
+        self.spans = tuple(v.size * v.dtype.itemsize for v in (plan.a, plan.b, plan.out))
+        self.sizes = (plan.m, plan.n, plan.k, math.ceil(plan.m / cfg.bm),
+                      math.ceil(plan.n / cfg.bn))
+        if wgmma_path:
+            resident = (_resident_blocks(self.direct, cfg, self.nbytes, ctx)
+                        if cfg.persistent else None)
+            grid = gemm_wgmma.grid_size(plan.m, plan.n, cfg, resident)
+        else:
+            grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
+        self.grid, self.block = (grid, 1, 1), (cfg.threads, 1, 1)
+        self.cluster = None if cfg.cluster_m == 1 else (cfg.cluster_m, 1, 1)
+
+    def overlaps(self, a_ptr, b_ptr, out_ptr):
+        """Whether out at ``out_ptr`` would overlap a or b (then the full check reports it)."""
+        if self.empty:
+            return False
+        sa, sb, so = self.spans
+        return any(ptr < out_ptr + so and out_ptr < ptr + span and span and so
+                   for ptr, span in ((a_ptr, sa), (b_ptr, sb)))
+
+    def bind(self, *addresses):
+        """``run(alpha, beta, stream_handle)`` on the planned buffers, or on the buffers at
+        ``addresses`` (a, b, out). Launched from the maps' device copies with the words packed
+        once (launch.DirectKernel.prepare), not through numba's per-call argument typing."""
+        if self.empty:
+            return lambda alpha, beta, stream: None
+        maps = []
+        for i, tmap in enumerate(self.maps):
+            if addresses and self.moves[i] and addresses[i] != tmap.address:
+                maps.append(retarget(tmap.encoded, addresses[i]))
+            else:
+                maps.append(tmap.device_array)
+        words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
+        prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
+                                       shared_mem=self.nbytes, cluster=self.cluster)
+        lock, set_arg = prepared.lock, prepared.set
+
+        def run(alpha, beta, stream, maps=maps):   # maps held: the kernel reads these copies
+            with lock:
+                set_arg(_ALPHA, alpha)
+                set_arg(_BETA, beta)
+                prepared(stream)
+        return run
+
+
+#: matmul() remembers the launchers of its last operand sets, keyed by the CUDA context and
+#: everything its checks looked at (addresses, shapes, strides, dtypes, devices), so a repeated
+#: call skips validation and planning and pays only the keys, the lookup and the driver's launch
+#: (benches/results/host-h100.json).
 LAUNCHER_CACHE_SIZE = 64
 _launchers = collections.OrderedDict()
+#: ... and the planned layouts, keyed by the context, the operands' keys without their
+#: addresses, each address modulo 16 (TMA's alignment), config and beta: new buffers of a known
+#: layout get their maps moved, not a new plan.
+LAYOUT_CACHE_SIZE = 64
+_layouts = collections.OrderedDict()
+_launchers_lock = threading.Lock()
 
 
-def _operand_key(array):
-    """What plan_matmul's checks depend on for ``array``; None for anything but a CUDA array."""
-    if hasattr(array, "data_ptr") and hasattr(array, "stride"):        # torch
-        if not getattr(array, "is_cuda", False):
-            return None
-        return (array.data_ptr(), tuple(array.shape), tuple(array.stride()), str(array.dtype),
-                array.device.index)
-    cai = getattr(array, "__cuda_array_interface__", None)
-    if cai is None:
-        return None
-    return (cai["data"][0], tuple(cai["shape"]), cai.get("strides"), cai["typestr"])
+def _remember(cache, key, value, size):
+    with _launchers_lock:
+        cache[key] = value
+        while len(cache) > size:
+            cache.popitem(last=False)
 
 
-def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, stream=0):
+def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, stream=None):
     """``out = alpha * (a @ b) + beta * out`` with fp32 accumulation; returns ``out``.
 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
@@ -308,11 +356,20 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     None, in which case ``beta`` must be 0. ``config`` forces a kernel: a
     :class:`~numba_tma.kernels.gemm_wgmma.WgmmaConfig` (the wgmma GEMM, chosen per shape when
     None) or a :class:`~numba_tma.kernels.gemm_tma.GemmConfig` (the mma.sync rung). Needs an
-    sm_90 GPU. Runs asynchronously on ``stream``. The launcher of the last operand sets is
-    cached (by addresses, shapes, strides, dtypes, ``config`` and whether ``beta`` is 0): a
-    repeated call skips validation and planning.
+    sm_90 GPU.
+
+    Streams: runs asynchronously on ``stream`` (a ``torch.cuda.Stream``, CuPy or numba stream,
+    cuda.core stream or raw handle); without one, on torch's current stream for torch tensors
+    (so ``with torch.cuda.stream(s):`` orders it like a torch op), CuPy's current stream for
+    CuPy arrays, else the default stream.
+
+    Repeated calls: the launcher of the last operand sets is cached (by CUDA context, addresses,
+    shapes, strides, dtypes, ``config`` and whether ``beta`` is 0), so a repeated call skips
+    validation and planning, and its launch may be captured in a CUDA graph
+    (``torch.cuda.graph``). A first call on new buffers uploads tensor maps (a synchronous
+    copy), which a capture cannot take: it raises RuntimeError inside a capture, so call once
+    on the captured buffers before capturing.
     """
-    require_hopper("matmul")
     if out is None:
         if beta != 0:
             raise ValueError("beta must be 0 when out is None (there is no C to scale)")
@@ -323,23 +380,36 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind])
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
-    ka, kb, ko = _operand_key(a), _operand_key(b), _operand_key(out)
-    key = None
+    handle = call_stream(stream, a)
+    ka, kb, ko = operand_key(a), operand_key(b), operand_key(out)
+    key = layout_key = None
     if ka is not None and kb is not None and ko is not None:
-        key = (ka, kb, ko, None if config is None else config.key(), beta != 0,
-               cuda.get_current_device().id)
+        ctx = context_id()
+        cfg_key = None if config is None else config.key()
+        key = (ctx, ka, kb, ko, cfg_key, beta != 0)
         run = _launchers.get(key)
         if run is not None:
-            _launchers.move_to_end(key)
-            run(alpha, beta, stream)
+            run(alpha, beta, handle)
             return out
-    plan = plan_matmul(a, b, out, config)
-    run = _launcher(plan, beta != 0)
+        layout_key = (ctx, ka[1:], kb[1:], ko[1:], ka[0] % TMA_ALIGN, kb[0] % TMA_ALIGN,
+                      ko[0] % TMA_ALIGN, cfg_key, beta != 0)
+    if is_capturing(handle):
+        raise RuntimeError("matmul: these operands (addresses, shapes or dtypes) are new, and "
+                           "their first call uploads tensor maps, which cannot happen during "
+                           "CUDA graph capture; call matmul once on the same buffers before "
+                           "capturing (allocate out before the capture, too)")
+    layout = None if layout_key is None else _layouts.get(layout_key)
+    if layout is not None and not layout.overlaps(ka[0], kb[0], ko[0]):
+        run = layout.bind(ka[0], kb[0], ko[0])
+    else:
+        require_hopper("matmul")
+        layout = _Layout(plan_matmul(a, b, out, config), beta != 0)
+        run = layout.bind()
+        if layout_key is not None:
+            _remember(_layouts, layout_key, layout, LAYOUT_CACHE_SIZE)
     if key is not None:
-        _launchers[key] = run
-        while len(_launchers) > LAUNCHER_CACHE_SIZE:
-            _launchers.popitem(last=False)
-    run(alpha, beta, stream)
+        _remember(_launchers, key, run, LAUNCHER_CACHE_SIZE)
+    run(alpha, beta, handle)
     return out
 
 

@@ -22,15 +22,19 @@ time per call instead of the 160-270 us of a numba launch on views, which below 
 was longer than the kernel.
 """
 
+import collections
 import math
+import threading
 from typing import Any, NamedTuple
 
 from numba import config as numba_config
 from numba import cuda
 
 from ._arrays import allocate_like, numba_view
+from ._calls import call_stream, operand_key
 from ._device import HOPPER_CC
 from .kernels import transpose_classic, transpose_sector, transpose_tma, transpose_vec
+from .launch import context_id, is_capturing, numba_stream
 from .tensormap import describe_array, dtype_name, is_c_contiguous
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
@@ -128,12 +132,62 @@ def choose_kernel(src, out):
     return _choose(*_validate(src, out))
 
 
-def transpose(src, out=None, *, kernel=None, stream=0):
+class _Repeat(NamedTuple):
+    """A cached v7/v8 launch for one layout: new buffers of that layout only patch pointers."""
+    prepared: Any
+    src_args: tuple
+    out_args: tuple
+    nbytes: int
+
+
+#: transpose() remembers the launches of its last layouts, keyed by the CUDA context, the forced
+#: kernel name, each operand's shape, strides, dtype and device, and each address modulo 128 (the
+#: kernels' choice and v8's arguments depend on it): a repeated call checks only that src and
+#: out do not overlap, then patches the two pointers and launches.
+REPEAT_CACHE_SIZE = 64
+_repeats = collections.OrderedDict()
+_repeats_lock = threading.Lock()
+
+
+def transpose(src, out=None, *, kernel=None, stream=None):
     """Transpose the last two axes of ``src`` into ``out`` (allocated when None) and return ``out``.
 
     ``kernel`` forces one of ``transpose_kernels()`` by name (benchmarks, tests); by default the
-    fastest one that applies is chosen. Runs asynchronously on ``stream`` (0 or a numba stream).
+    fastest one that applies is chosen.
+
+    Streams: runs asynchronously on ``stream`` (a ``torch.cuda.Stream``, CuPy or numba stream,
+    cuda.core stream or raw handle); without one, on torch's current stream for torch tensors
+    (so ``with torch.cuda.stream(s):`` orders it like a torch op), CuPy's current stream for
+    CuPy arrays, else the default stream. Calls repeating a layout (shape, strides, dtype, and
+    address offsets) on any buffers reuse its launch, and may be captured in a CUDA graph
+    (``torch.cuda.graph``), a fresh ``out`` allocated inside the capture included; a layout's
+    first call must come before the capture.
     """
+    ks = operand_key(src)
+    if ks is not None and not numba_config.ENABLE_CUDASIM:
+        if out is None and len(ks[1]) in (2, 3):
+            shape = ks[1]
+            out = allocate_like(src, (*shape[:-2], shape[-1], shape[-2]))
+        ko = None if out is None else operand_key(out)
+        if ko is not None:
+            key = (context_id(), kernel, ks[1:], ko[1:], ks[0] % 128, ko[0] % 128)
+            hit = _repeats.get(key)
+            if hit is not None:
+                s_ptr, o_ptr, n = ks[0], ko[0], hit.nbytes
+                if not (s_ptr < o_ptr + n and o_ptr < s_ptr + n):
+                    with hit.prepared.lock:
+                        for i in hit.src_args:
+                            hit.prepared.set_pointer(i, s_ptr)
+                        for i in hit.out_args:
+                            hit.prepared.set_pointer(i, o_ptr)
+                        hit.prepared(call_stream(stream, src))
+                    return out
+            return _transpose(src, out, kernel, stream, key)
+    return _transpose(src, out, kernel, stream, None)
+
+
+def _transpose(src, out, kernel, stream, key):
+    """transpose() after every check; caches a v7/v8 launch under ``key``."""
     checked = _check_src(src)
     if out is None:
         shape = checked[0]
@@ -150,13 +204,31 @@ def transpose(src, out=None, *, kernel=None, stream=0):
                          f"multiple of {TMA_ALIGN} in src and out; src is {s.shape[1:]} of "
                          f"{s.dtype} (use a classic kernel)")
     B, M, N = s.shape
+    module = None
     if name == "v7_vec16" and transpose_vec.applies_to(s.itemsize, M, N, s.ptr, o.ptr):
-        transpose_vec.launch(s.ptr, o.ptr, B, M, N, s.itemsize, stream)
+        module = transpose_vec
     elif name == "v8_sector" and transpose_sector.applies_to(s.itemsize):
-        transpose_sector.launch(s.ptr, o.ptr, B, M, N, s.itemsize, stream)
-    else:
+        module = transpose_sector
+    if module is None:
         launcher(numba_view(src, "src").reshape(s.shape), numba_view(out, "out").reshape(o.shape),
-                 stream)
+                 numba_stream(call_stream(stream, src)))
+        return out
+    handle = call_stream(stream, src)
+    if key is None:
+        module.launch(s.ptr, o.ptr, B, M, N, s.itemsize, handle)
+        return out
+    direct = module._direct(s.itemsize)[0]
+    if is_capturing(handle) and not direct.loaded():
+        raise RuntimeError(f"transpose: the {name} kernel is not loaded yet, which cannot happen "
+                           f"during CUDA graph capture; call transpose once on this layout "
+                           f"before capturing")
+    prepared = module.prepare(s.ptr, o.ptr, B, M, N, s.itemsize)
+    entry = _Repeat(prepared, module.SRC_ARGS, module.OUT_ARGS, B * M * N * s.itemsize)
+    with _repeats_lock:
+        _repeats[key] = entry
+        while len(_repeats) > REPEAT_CACHE_SIZE:
+            _repeats.popitem(last=False)
+    prepared(handle)
     return out
 
 

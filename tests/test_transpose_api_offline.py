@@ -105,10 +105,24 @@ def test_direct_kernel_words_follow_numba_array_layout():
     assert words[:14] == [0, 0, 10, 4, 0x1000, 10, 4, 0, 0, 7, 1, 0x2000, 7, 1]
     assert isinstance(words[14], ctypes.c_int64) and words[14].value == -3
     assert isinstance(words[15], ctypes.c_uint32) and words[15].value == 5
-    with pytest.raises(TypeError, match=r"argtypes\[0\]: arrays must be 1-D C-contiguous"):
-        DirectKernel(kernel, (types.Array(types.uint32, 2, "C"),))
-    with pytest.raises(TypeError, match=r"argtypes\[1\]: only 1-D arrays, integers and float"):
+    # N-D arrays (any layout) come from their array interface: shape then strides in bytes.
+    class Fake:
+        __cuda_array_interface__ = {"shape": (3, 5), "strides": None, "typestr": "<f4",
+                                    "data": (0x3000, False), "version": 3}
+
+    d2 = DirectKernel(kernel, (types.Array(types.float32, 2, "C"),))
+    assert d2._words([Fake()]) == [0, 0, 15, 4, 0x3000, 3, 5, 20, 4]
+    with pytest.raises(TypeError, match=r"args\[0\]: \(pointer, nitems\) stands for a 1-D"):
+        d2._words([(0x3000, 15)])
+    with pytest.raises(TypeError, match=r"args\[0\]: the kernel takes a 1-D array of 4-byte"):
+        d._words([Fake(), (0x2000, 7), -3, 5])
+    with pytest.raises(TypeError, match=r"args\[1\] must be a CUDA array"):
+        d._words([(0x1000, 10), object(), -3, 5])
+    with pytest.raises(TypeError, match=r"argtypes\[1\]: only arrays, integers, booleans and"):
         DirectKernel(kernel, (u4, types.complex64))
+    # a signature string works as argtypes
+    assert DirectKernel(kernel, "void(float32[:, ::1], int64)")._argtypes == \
+        (types.Array(types.float32, 2, "C"), types.int64)
     # floats go as numba passes them: float32 as a C float, float64 as a C double
     d = DirectKernel(kernel, (types.float32, types.float64))
     f, g = d._words([0.5, -2.0])

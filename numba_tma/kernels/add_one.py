@@ -14,6 +14,7 @@ from numba import cuda
 from .. import mbarrier, swizzle as swz, tma
 from .._device import require_hopper
 from ..tensormap import TensorMap, describe_array, resolve_dtype
+from ._configure import configure
 
 TILE_ROWS = 32
 THREADS = 256
@@ -71,4 +72,4 @@ def add_one(array, *, swizzle=0):
     rows, cols = tile_shape(dtype.itemsize, swizzle)
     tmap = TensorMap(array, (rows, cols), swizzle=swizzle)
     grid = (-(-tmap.shape[1] // cols), -(-tmap.shape[0] // rows))
-    _kernel(dtype, swizzle)[grid, THREADS](tmap)
+    configure(_kernel(dtype, swizzle), grid, THREADS)(tmap)

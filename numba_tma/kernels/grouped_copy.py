@@ -28,6 +28,7 @@ from .. import mbarrier, tma
 from .. import tensormap_device as tmd
 from .._device import require_hopper
 from ..tensormap import TensorMap, describe_array, plan_tensor_map, resolve_dtype
+from ._configure import configure
 
 __all__ = ["grouped_copy", "WORKERS", "TILE_ROWS", "TILE_BYTES"]
 
@@ -177,6 +178,6 @@ def grouped_copy(srcs, dsts, *, via_shared=True):
     groups = len(rows_table)
     slots = cuda.device_array(groups * WORKERS * SLOTS_PER_BLOCK * DESC_WORDS, np.uint64)
     status = cuda.to_device(np.ones(1, np.int32))
-    _kernel(dtype, bool(via_shared))[(WORKERS, groups), THREADS](template, table, slots, status)
+    configure(_kernel(dtype, bool(via_shared)), (WORKERS, groups), THREADS)(template, table, slots, status)
     if status.copy_to_host()[0] != 1:
         raise RuntimeError("grouped_copy: an mbarrier wait timed out (a TMA load never completed)")

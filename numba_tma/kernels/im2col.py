@@ -22,6 +22,7 @@ from .. import mbarrier, tma
 from .._device import require_hopper
 from ..tensormap import describe_array, resolve_dtype
 from ..tensormap_im2col import IM2COL_CORNER_RANGE, Im2colTensorMap
+from ._configure import configure
 
 __all__ = ["im2col", "conv2d_nhwc", "im2col_numpy", "conv2d_numpy", "load_im2col_model",
            "BLOCK_PIXELS", "THREADS"]
@@ -257,7 +258,7 @@ def im2col(x, kernel_size, padding=0, out=None):
     desc = _im2col_map(x, kernel_size, padding, slice_c)
     status = cuda.to_device(np.ones(1, np.int32))
     grid = -(-rows // BLOCK_PIXELS)
-    _gather_kernel(dtype, slice_c)[grid, THREADS](
+    configure(_gather_kernel(dtype, slice_c), grid, THREADS)(
         desc, out, rows, ho * wo, wo, c, kernel_size, padding, status)
     _raise_on_timeout(status, fname)
     return out
@@ -284,7 +285,7 @@ def conv2d_nhwc(x, weight, padding=0):
     desc = _im2col_map(x, k, padding, slice_c)
     status = cuda.to_device(np.ones(1, np.int32))
     grid = (-(-rows // BLOCK_PIXELS), k_out)
-    _conv_kernel(slice_c)[grid, CONV_THREADS](
+    configure(_conv_kernel(slice_c), grid, CONV_THREADS)(
         desc, weight, out, rows, ho * wo, wo, c, k, padding, status)
     _raise_on_timeout(status, fname)
     return out.reshape(n, ho, wo, k_out)

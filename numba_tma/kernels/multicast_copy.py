@@ -43,6 +43,7 @@ from .. import cluster, mbarrier, smem, tma
 from .._device import require_hopper
 from ..launch import launch_cluster, plan_cluster_launch
 from ..tensormap import TensorMap, describe_array, resolve_dtype
+from ._configure import configure
 
 __all__ = ["multicast_copy", "stream_panels", "stream_panels_reference", "CLUSTER_SIZES",
            "TILE_ROWS", "ROW_BYTES", "PANEL_COLS", "TILE_K", "STAGES", "CONSUMER_WARPS"]
@@ -263,7 +264,7 @@ def stream_panels_launch(b, cluster_size=2, multicast=True, use_cluster=True):
             launch_cluster(kernel, grid, STREAM_THREADS, (cluster_size, 1, 1), args)
     else:
         def run():
-            kernel[grid, STREAM_THREADS](*args)
+            configure(kernel, grid, STREAM_THREADS)(*args)
     run.keepalive = tmap
     return run, out, timed_out
 

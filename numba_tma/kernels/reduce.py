@@ -26,6 +26,7 @@ from numba import cuda, float32, uint64
 from .. import mbarrier, tma
 from .._device import require_hopper
 from ..tensormap import TensorMap, describe_array, dtype_name, is_c_contiguous
+from ._configure import configure
 
 __all__ = ["sum_axis0", "sum_axis0_launcher", "check_sum_axis0", "plan_grid",
            "THREADS", "STAGES", "TILE_BYTES"]
@@ -185,7 +186,7 @@ def _sm_count(device_id):
 
 def _zero(out, n):
     blocks = min(-(-n // _ZERO_THREADS), 1024)
-    _zero_kernel()[blocks, _ZERO_THREADS](out)
+    configure(_zero_kernel(), blocks, _ZERO_THREADS)(out)
 
 
 def sum_axis0_launcher(x, out=None):
@@ -212,7 +213,7 @@ def sum_axis0_launcher(x, out=None):
 
     def run():
         _zero(o, n)
-        kernel[grid, THREADS](xmap, omap, tiles_per_slab, n_row_tiles)
+        configure(kernel, grid, THREADS)(xmap, omap, tiles_per_slab, n_row_tiles)
 
     return run, out
 

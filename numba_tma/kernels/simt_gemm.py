@@ -64,6 +64,7 @@ from numba.cuda.extending import register_jitable
 
 # Absolute: the simulator tests load this file by path.
 from numba_tma._arrays import as_device
+from numba_tma.kernels._configure import configure
 
 __all__ = ["Config", "CONFIGS", "DEFAULT_CONFIG", "LAYOUTS", "gemm_kernel", "launch_config",
            "simt_gemm", "flops"]
@@ -457,7 +458,7 @@ def simt_gemm(a, b, out=None, *, layout="row", alpha=1.0, beta=0.0, b_layout=Non
     lda = K if layout == "row" else M
     ldb = K if b_layout == "col" else N
     ldc = N if layout == "row" else M
-    kernel[grid, threads, stream](
+    configure(kernel, grid, threads, stream)(
         _flat(a, order[layout]), _flat(b, order[b_layout]), _flat(out, order[layout]),
         np.int64(M), np.int64(N), np.int64(K), np.int64(lda), np.int64(ldb), np.int64(ldc),
         np.float32(alpha), np.float32(beta))

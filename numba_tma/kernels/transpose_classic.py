@@ -51,6 +51,7 @@ import numpy as np
 from numba import cuda
 
 from .._arrays import as_device
+from ._configure import configure
 
 TILE = 32                 # v2..v5 tile edge: 32 x 4 B = one 128-byte line per tile row
 BLOCK_X, BLOCK_Y = 32, 8  # v1..v5 block: one warp per tile row, 8 warps
@@ -146,7 +147,7 @@ def v1_naive(src, out, stream=0):
     if B * M * N == 0:
         return
     grid = _grid3(_cdiv(M, BLOCK_X), _cdiv(N, BLOCK_Y), B, "v1_naive")
-    _v1(np.dtype(src.dtype))[grid, (BLOCK_X, BLOCK_Y), stream](src, out)
+    configure(_v1(np.dtype(src.dtype)), grid, (BLOCK_X, BLOCK_Y), stream)(src, out)
 
 
 # --------------------------------------------------------------------------- v2, v3
@@ -213,7 +214,7 @@ def _launch_tile(factory, name, src, out, stream):
     if B * M * N == 0:
         return
     grid = _grid3(_cdiv(N, TILE), _cdiv(M, TILE), B, name)
-    factory(np.dtype(src.dtype))[grid, (BLOCK_X, BLOCK_Y), stream](src, out)
+    configure(factory(np.dtype(src.dtype)), grid, (BLOCK_X, BLOCK_Y), stream)(src, out)
 
 
 def v2_smem(src, out, stream=0):
@@ -317,7 +318,7 @@ def v4_double_buffer(src, out, stream=0):
         return
     grid = _grid3(_cdiv(_cdiv(N, TILE), V4_TILES_X), _cdiv(_cdiv(M, TILE), V4_TILES_Y), B,
                   "v4_double_buffer")
-    _v4(np.dtype(src.dtype))[grid, (BLOCK_X, BLOCK_Y), stream](src, out)
+    configure(_v4(np.dtype(src.dtype)), grid, (BLOCK_X, BLOCK_Y), stream)(src, out)
 
 
 # --------------------------------------------------------------------------- v5
@@ -367,7 +368,7 @@ def v5_64x32(src, out, stream=0):
     if B * M * N == 0:
         return
     grid = _grid3(_cdiv(N, V5_COLS), _cdiv(M, TILE), B, "v5_64x32")
-    _v5(np.dtype(src.dtype))[grid, (BLOCK_X, BLOCK_Y), stream](src, out)
+    configure(_v5(np.dtype(src.dtype)), grid, (BLOCK_X, BLOCK_Y), stream)(src, out)
 
 
 # --------------------------------------------------------------------------- v6
@@ -668,7 +669,7 @@ def v6_packed(src, out, stream=0, *, group=V6_GROUP):
     while group > 1 and group > TRn:
         group //= 2
     grid = _grid3(group * TCn, _cdiv(TRn, group), B, "v6_packed")
-    _v6(word, k, TP, TQ, False, group)[grid, V6_THREADS, stream](fs, fo, Mp, Nw, TRn, TCn)
+    configure(_v6(word, k, TP, TQ, False, group), grid, V6_THREADS, stream)(fs, fo, Mp, Nw, TRn, TCn)
 
 
 @functools.cache
@@ -732,7 +733,7 @@ def v6_persistent(src, out, stream=0, *, grid=None, group=V6_GROUP):
     if grid is None:
         grid = _persistent_grid(kern, args)
     grid = max(1, min(int(grid), ntiles))
-    kern[grid, V6_THREADS, stream](*args)
+    configure(kern, grid, V6_THREADS, stream)(*args)
 
 
 LADDER = collections.OrderedDict([

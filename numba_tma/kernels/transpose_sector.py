@@ -288,20 +288,40 @@ def v8_sector(src, out, stream=0):
 
 @functools.cache
 def _direct(itemsize):
-    """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel`, and its halo."""
+    """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel` (cubin cached on
+    disk), and its halo."""
     from ..launch import DirectKernel    # real GPUs only: the simulator lacks its driver API
 
     kern, elem, halo = _kernel(itemsize, *TILES[itemsize])
     e = types.Array(numba.from_dtype(elem), 1, "C")
-    return DirectKernel(kern, (e, e) + (types.int64,) * 4), halo
+    direct = DirectKernel(kern, (e, e) + (types.int64,) * 4,
+                          key=("transpose_sector", itemsize, TILES[itemsize]))
+    return direct, halo
+
+
+#: Argument positions of the src and out pointers in :func:`prepare`'s launch.
+SRC_ARGS, OUT_ARGS = (0,), (1,)
+
+
+def _launch_args(src_ptr, out_ptr, B, M, N, itemsize):
+    trows, cols, threads, _ = TILES[itemsize]
+    direct, halo = _direct(itemsize)
+    total = B * M * N
+    grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M + halo, trows), B, "v8_sector")
+    return direct, grid, (threads, 1, 1), ((src_ptr, total), (out_ptr, total), M, N,
+                                           src_ptr % 128, out_ptr % 128)
 
 
 def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
     """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
     ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked)."""
-    trows, cols, threads, _ = TILES[itemsize]
-    direct, halo = _direct(itemsize)
-    total = B * M * N
-    grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M + halo, trows), B, "v8_sector")
-    direct.launch(grid, (threads, 1, 1), stream, (src_ptr, total), (out_ptr, total), M, N,
-                  src_ptr % 128, out_ptr % 128)
+    direct, grid, block, args = _launch_args(src_ptr, out_ptr, B, M, N, itemsize)
+    direct.launch(grid, block, stream, *args)
+
+
+def prepare(src_ptr, out_ptr, B, M, N, itemsize):
+    """:func:`launch`'s launch as a :class:`~numba_tma.launch.PreparedLaunch`, for calls that
+    repeat the shape on other buffers (pointers at ``SRC_ARGS``/``OUT_ARGS``, with the same
+    offsets within 128 bytes, which are arguments of their own)."""
+    direct, grid, block, args = _launch_args(src_ptr, out_ptr, B, M, N, itemsize)
+    return direct.prepare(grid, block, *args)

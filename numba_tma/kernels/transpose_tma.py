@@ -30,6 +30,7 @@ from numba import cuda
 from .. import fence, mbarrier, smem, swizzle, tma
 from ._descriptors import descriptor
 from .transpose_classic import MAX_GRID_YZ
+from ._configure import configure
 
 __all__ = ["LADDER", "tma_naive", "tma_swizzle128", "tma_batched", "tma_pipelined",
            "pipelined_config"]
@@ -158,7 +159,7 @@ def _seed_launch(name, kernel, threads, swz, src, out, stream):
     grid = _seed_grid(name, ti, tj, B)
     src_map = descriptor(src, box, swz, SEED_L2_PROMOTION)
     out_map = descriptor(out, box, swz)
-    kernel[grid, threads, stream](src_map, out_map)
+    configure(kernel, grid, threads, stream)(src_map, out_map)
 
 
 def tma_naive(src, out, stream=0):
@@ -401,8 +402,12 @@ def _pipelined_ready(itemsize, ki, kj, stages, out_buffers, group_i, group_j, de
     return kernel
 
 
-@functools.cache
 def _sm_count():
+    return _sm_count_of(cuda.get_current_device().id)
+
+
+@functools.cache
+def _sm_count_of(device_id):            # per device: a process may use several GPUs
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
@@ -433,7 +438,7 @@ def tma_pipelined(src, out, stream=0, *, blocks_per_sm=None, group=GROUP, l2_pro
     grid = max(1, min(B * ti * tj, _sm_count() * blocks_per_sm))
     q, r = divmod(grid, gi * gj)
     kernel = _pipelined_ready(itemsize, ki, kj, S, OB, gi, gj, cuda.get_current_device().id)
-    kernel[grid, THREADS_PIPELINED * ki * kj, stream, nbytes](
+    configure(kernel, grid, THREADS_PIPELINED * ki * kj, stream, nbytes)(
         src_map, out_map, B, M, N, ti, tj, st_i, st_j, q, r)
 
 

@@ -248,21 +248,41 @@ def v7_vec16(src, out, stream=0):
 
 @functools.cache
 def _direct(itemsize):
-    """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel`."""
+    """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel` (cubin cached on
+    disk)."""
     from ..launch import DirectKernel    # real GPUs only: the simulator lacks its driver API
 
     kern, word, pack, cols, src_rows = _kernel(itemsize, *TILES[itemsize])
     w = types.Array(numba.from_dtype(word), 1, "C")
     e = types.Array(numba.from_dtype(np.dtype(f"u{itemsize}")), 1, "C")
-    return DirectKernel(kern, (w, w, e, e, types.int64, types.int64)), word, cols, src_rows
+    direct = DirectKernel(kern, (w, w, e, e, types.int64, types.int64),
+                          key=("transpose_vec", itemsize, TILES[itemsize]))
+    return direct, word, cols, src_rows
+
+
+#: Argument positions of the src and out pointers in :func:`prepare`'s launch.
+SRC_ARGS, OUT_ARGS = (0, 2), (1, 3)
+
+
+def _launch_args(src_ptr, out_ptr, B, M, N, itemsize):
+    direct, word, cols, src_rows = _direct(itemsize)
+    total = B * M * N
+    words = total * itemsize // word.itemsize
+    grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M, src_rows), B, "v7_vec16")
+    return direct, grid, (TILES[itemsize][2], 1, 1), ((src_ptr, words), (out_ptr, words),
+                                                    (src_ptr, total), (out_ptr, total), M, N)
 
 
 def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
     """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
     ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked)."""
-    direct, word, cols, src_rows = _direct(itemsize)
-    total = B * M * N
-    words = total * itemsize // word.itemsize
-    grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M, src_rows), B, "v7_vec16")
-    direct.launch(grid, (TILES[itemsize][2], 1, 1), stream, (src_ptr, words), (out_ptr, words),
-                  (src_ptr, total), (out_ptr, total), M, N)
+    direct, grid, block, args = _launch_args(src_ptr, out_ptr, B, M, N, itemsize)
+    direct.launch(grid, block, stream, *args)
+
+
+def prepare(src_ptr, out_ptr, B, M, N, itemsize):
+    """:func:`launch`'s launch as a :class:`~numba_tma.launch.PreparedLaunch`, for calls that
+    repeat the shape on other buffers (pointers at ``SRC_ARGS``/``OUT_ARGS``, with the same
+    16-byte alignment, since :func:`applies_to` depends on it)."""
+    direct, grid, block, args = _launch_args(src_ptr, out_ptr, B, M, N, itemsize)
+    return direct.prepare(grid, block, *args)

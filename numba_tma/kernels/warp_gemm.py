@@ -48,6 +48,7 @@ from numba.cuda.extending import register_jitable
 
 from .. import warp
 from .._arrays import as_device
+from ._configure import configure
 
 __all__ = ["KMAX", "gemm_16x16", "LADDER", "KERNELS", "gemm16_smem", "gemm16_padded",
            "gemm16_ldmatrix", "gemm16_swizzle", "swizzle_half", "swizzle_word", "seed_swizzle",
@@ -343,7 +344,7 @@ def _launcher(name):
         aw, bw = _words(a), _words(b)
         if out is None:
             out = cuda.device_array((N16, N16), np.float16, stream=stream)
-        kernel[1, WARP, stream](aw, bw, _words(out))
+        configure(kernel, 1, WARP, stream)(aw, bw, _words(out))
         return out
 
     run.__name__ = run.__qualname__ = f"gemm16_{name}"

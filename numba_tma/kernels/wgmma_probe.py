@@ -19,6 +19,7 @@ import numpy as np
 from numba import cuda
 
 from .. import fence, wgmma
+from ._configure import configure
 
 __all__ = ["probe_kernel", "probe_signature", "run_probe", "KINDS", "FP8_KINDS"]
 
@@ -152,7 +153,7 @@ def run_probe(A, B, kind, *, trans_a=False, trans_b=False, swizzle=128, a_in_reg
     nacc = n // 8 * per8
     out = cuda.device_array(128 * nacc, np.uint32 if kind == "f16acc" else np.float32)
     kernel = probe_kernel(kind, n, trans_a, trans_b, swizzle, a_in_registers)
-    kernel[1, 128](cuda.to_device(a_img.view(np.uint32)), cuda.to_device(b_img.view(np.uint32)),
+    configure(kernel, 1, 128)(cuda.to_device(a_img.view(np.uint32)), cuda.to_device(b_img.view(np.uint32)),
                    cuda.to_device(regs.reshape(-1)), cuda.to_device(params), out)
     frag = out.copy_to_host().reshape(128, nacc)
     if kind == "f16acc":

@@ -1,0 +1,100 @@
+"""What a repeated public call reads of its operands: a cheap key per array (address, shape,
+strides, dtype, device) for the launch caches of ``matmul()`` and ``transpose()``, and the stream
+the call runs on when the caller names none.
+
+The stream rule (documented on the public ops): an explicit ``stream=`` wins; otherwise a call on
+torch tensors runs on torch's current stream of the tensor's device, a call on CuPy arrays on
+CuPy's current stream, and anything else on the legacy default stream (numba's default). So
+``with torch.cuda.stream(s): numba_tma.matmul(a, b)`` is ordered after the work queued on ``s``
+before it, as a torch op would be.
+"""
+
+from .launch import stream_handle
+
+__all__ = ["operand_key", "call_stream"]
+
+_keyers = {}
+
+
+def _torch_key(t):
+    # get_device() is -1 for a CPU tensor: such a key never matches a CUDA one, and the slow
+    # path's validation reports it.
+    return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.get_device())
+
+
+def _cai_key(x):
+    cai = x.__cuda_array_interface__
+    return (cai["data"][0], tuple(cai["shape"]), cai.get("strides"), cai["typestr"])
+
+
+def _no_key(x):
+    return None
+
+
+def _keyer(x):
+    kind = type(x)
+    if hasattr(kind, "data_ptr") and hasattr(kind, "stride") and hasattr(kind, "get_device"):
+        return _torch_key
+    if hasattr(kind, "__cuda_array_interface__"):
+        return _cai_key
+    return None                 # decided per object (an interface set on the instance)
+
+
+def operand_key(x):
+    """A hashable key of what the public ops' checks read of ``x``; None when ``x`` is not a CUDA
+    array of a known kind (the caller then takes its slow path, which reports the error)."""
+    f = _keyers.get(type(x))
+    if f is None:
+        f = _keyer(x)
+        if f is None:
+            f = _cai_key if hasattr(x, "__cuda_array_interface__") else _no_key
+        else:
+            _keyers[type(x)] = f
+    try:
+        return f(x)
+    except (AttributeError, TypeError, KeyError, RuntimeError):   # e.g. torch bf16 has no CAI
+        return None
+
+
+_torch_raw_stream = None
+
+
+def _torch_stream(t):
+    global _torch_raw_stream
+    if _torch_raw_stream is None:
+        import torch
+
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _torch_raw_stream = raw if raw is not None else \
+            (lambda dev: torch.cuda.current_stream(dev).cuda_stream)
+    return _torch_raw_stream(t.get_device())
+
+
+def _cupy_stream(x):
+    import cupy
+
+    return cupy.cuda.get_current_stream().ptr
+
+
+_stream_of = {}
+
+
+def call_stream(stream, array):
+    """The stream handle a call on ``array`` runs on: ``stream`` when given (anything
+    :func:`numba_tma.launch.stream_handle` takes), else the array's framework's current stream
+    (torch, CuPy), else 0."""
+    if stream is not None:
+        return stream if type(stream) is int else stream_handle(stream)
+    f = _stream_of.get(type(array))
+    if f is None:
+        kind = type(array)
+        mod = kind.__module__.split(".")[0]
+        if mod == "torch" or (hasattr(kind, "data_ptr") and hasattr(kind, "get_device")):
+            f = _torch_stream
+        elif mod == "cupy":
+            f = _cupy_stream
+        else:
+            f = None
+        _stream_of[kind] = f or (lambda x: 0)
+        f = _stream_of[kind]
+    return f(array)

@@ -1,0 +1,294 @@
+"""The host path on the GPU: framework streams order the public ops, CUDA graphs capture and
+replay them, the on-disk kernel cache serves a second process, caches survive a closed context,
+and the library's own launches stay quiet.
+
+Ordering tests hold the stream with a GPU-side sleep before the producer, so an op queued on the
+wrong stream would read the old data (non-blocking torch streams do not wait for the default
+stream)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import numba_tma
+from numba_tma.launch import DirectKernel
+
+from gpu_helpers import random_array
+
+torch = pytest.importorskip("torch")
+
+SLEEP_CYCLES = 200_000_000          # ~0.1 s: the producer lands long after a wrong-stream read
+
+
+def _expected_mm(a, b):
+    return (a.double() @ b.double()).float()
+
+
+def _check_mm(got, a, b):
+    torch.testing.assert_close(got.float(), _expected_mm(a, b), rtol=2e-2, atol=2e-2)
+
+
+def test_torch_current_stream_orders_matmul_and_transpose():
+    s = torch.cuda.Stream()
+    a = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 384, device="cuda", dtype=torch.float16)
+    x = torch.randn(300, 520, device="cuda")
+    new_a, new_x = torch.randn_like(a), torch.randn_like(x)
+    numba_tma.matmul(a, b), numba_tma.transpose(x)         # plans cached: the timed path
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        a.copy_(new_a)                                     # producer, late
+        x.copy_(new_x)
+        c = numba_tma.matmul(a, b)                          # no stream=: torch's current one
+        t = numba_tma.transpose(x)
+        c_read, t_read = c.clone(), t.clone()               # reader on the same stream
+    torch.cuda.synchronize()
+    _check_mm(c_read, new_a, b)
+    assert torch.equal(t_read, new_x.t())
+
+
+@pytest.mark.parametrize("kind", ["torch", "cupy", "numba", "raw"])
+def test_explicit_stream_of_every_framework(kind):
+    s = torch.cuda.Stream()
+    if kind == "torch":
+        stream = s
+    elif kind == "cupy":
+        cupy = pytest.importorskip("cupy")
+        stream = cupy.cuda.ExternalStream(s.cuda_stream)
+    elif kind == "numba":
+        stream = cuda.external_stream(s.cuda_stream)
+    else:
+        stream = s.cuda_stream
+    a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    b = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+    x = torch.randn(1000, 36, device="cuda")
+    t = torch.full((36, 1000), float("nan"), device="cuda")
+    new_a, new_x = torch.randn_like(a), torch.randn_like(x)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        a.copy_(new_a)
+        x.copy_(new_x)
+    # Called outside the `with`: only stream= puts them after the producer.
+    numba_tma.matmul(a, b, c, stream=stream)
+    numba_tma.transpose(x, t, stream=stream)
+    with torch.cuda.stream(s):
+        c_read, t_read = c.clone(), t.clone()
+    torch.cuda.synchronize()
+    _check_mm(c_read, new_a, b)
+    assert torch.equal(t_read, new_x.t())
+
+
+def test_cupy_current_stream_is_the_default():
+    cupy = pytest.importorskip("cupy")
+    s = cupy.cuda.Stream(non_blocking=True)
+    x = cupy.asarray(random_array((700, 900), np.float32))
+    new_x = cupy.asarray(random_array((700, 900), np.float32))
+    numba_tma.transpose(x)
+    cupy.cuda.Device().synchronize()
+    with torch.cuda.stream(torch.cuda.ExternalStream(s.ptr)):
+        torch.cuda._sleep(SLEEP_CYCLES)                      # holds CuPy's stream s
+    with s:
+        x[...] = new_x
+        t = numba_tma.transpose(x)
+        t_read = t.copy()
+    s.synchronize()
+    assert (cupy.asnumpy(t_read) == cupy.asnumpy(new_x).T).all()
+
+
+def test_matmul_and_transpose_replay_in_a_torch_graph():
+    a = torch.randn(384, 320, device="cuda", dtype=torch.float16)
+    b = torch.randn(320, 640, device="cuda", dtype=torch.float16)
+    c = torch.empty(384, 640, device="cuda", dtype=torch.float16)
+    x = torch.randn(257, 1031, device="cuda")
+    xt = torch.empty(1031, 257, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):                     # warm-up on the captured buffers
+        numba_tma.matmul(a, b, c)
+        numba_tma.transpose(x, xt)
+        numba_tma.transpose(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        numba_tma.matmul(a, b, c)
+        numba_tma.transpose(x, xt)
+        fresh = numba_tma.transpose(x)             # out allocated inside the capture
+    for _ in range(2):                             # new data in the captured buffers
+        a.copy_(torch.randn_like(a))
+        b.copy_(torch.randn_like(b))
+        x.copy_(torch.randn_like(x))
+        c.fill_(float("nan"))
+        xt.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        _check_mm(c, a, b)
+        assert torch.equal(xt, x.t())
+        assert torch.equal(fresh, x.t())
+
+
+def test_first_matmul_inside_a_capture_is_a_clear_error():
+    a = torch.randn(128, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, 136, device="cuda", dtype=torch.float16)
+    c = torch.empty(128, 136, device="cuda", dtype=torch.float16)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="call matmul once on the same buffers before "
+                                           "capturing"):
+        with torch.cuda.graph(g):
+            numba_tma.matmul(a, b, c)
+    # the context still works
+    numba_tma.matmul(a, b, c)
+    torch.cuda.synchronize()
+    _check_mm(c, a, b)
+
+
+def test_public_ops_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (8, 64, 300):
+            x = torch.randn(n, n + 3, device="cuda")
+            assert torch.equal(numba_tma.transpose(x), x.t())
+            xn = cuda.to_device(random_array((2, n, 40), np.float32))
+            np.testing.assert_array_equal(numba_tma.transpose(xn).copy_to_host(),
+                                          np.swapaxes(xn.copy_to_host(), 1, 2))
+            a = torch.randn(n, 64, device="cuda", dtype=torch.float16)
+            b = torch.randn(64, 72, device="cuda", dtype=torch.float16)
+            _check_mm(numba_tma.matmul(a, b), a, b)
+        torch.cuda.synchronize()
+
+
+_SECOND_PROCESS = textwrap.dedent("""
+    import json, time
+    import torch
+    import numba_tma
+    from numba_tma.launch import DirectKernel
+    compiled = []
+    _compile = DirectKernel._compile
+    def spy(self):
+        compiled.append(self._kernel.py_func.__name__)
+        return _compile(self)
+    DirectKernel._compile = spy
+    x = torch.randn(1024, 1024, device="cuda")
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    y = numba_tma.transpose(x)
+    torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    c = numba_tma.matmul(a, a)
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    ok = bool(torch.equal(y, x.t())) and bool(torch.allclose(
+        c.float(), (a.double() @ a.double()).float(), rtol=2e-2, atol=5e-1))
+    print(json.dumps({"transpose_s": t1 - t0, "matmul_s": t2 - t1, "ok": ok,
+                      "compiled": compiled}))
+""")
+
+
+def test_second_process_loads_kernels_from_disk(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env.pop("NUMBA_TMA_DISABLE_CACHE", None)
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _SECOND_PROCESS], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    print("first process:", first, "\nsecond process:", second)
+    assert first["ok"] and second["ok"]
+    assert len(first["compiled"]) >= 2       # the first process compiled both kernels ...
+    assert second["compiled"] == []          # ... the second loaded every kernel from disk
+    assert os.listdir(os.path.join(tmp_path, "numba_tma"))
+
+
+def test_edited_link_file_rebuilds(tmp_path, monkeypatch):
+    # A user kernel linking a copy of a .cu file: editing the copy means a rebuild.
+    from numba import types
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    cu = tmp_path / "plus.cu"
+
+    def build(k):
+        cu.write_text('extern "C" __device__ int plus(int* r, int x) { *r = x + %d; return 0; }\n'
+                      % k)
+        plus = cuda.declare_device("plus", "int32(int32)", link=str(cu))
+
+        @cuda.jit
+        def kernel(out):
+            out[0] = plus(out[0])
+        return DirectKernel(kernel, (types.Array(types.int32, 1, "C"),))
+
+    for k, rebuilt in ((1, True), (1, False), (2, True)):
+        d = build(k)
+        out = cuda.to_device(np.array([40], np.int32))
+        d[1, 1](out)
+        assert out.copy_to_host()[0] == 40 + k
+        assert (d._compiled is not None) == rebuilt
+
+
+_CLOSE_AND_REUSE = textwrap.dedent("""
+    import numpy as np
+    from numba import cuda
+    import numba_tma
+    rng = np.random.default_rng(5)
+    for round_ in range(2):
+        x = rng.standard_normal((512, 640)).astype(np.float32)
+        a = rng.integers(-4, 5, (256, 192)).astype(np.float16)
+        b = rng.integers(-4, 5, (192, 320)).astype(np.float16)
+        dx, da, db = cuda.to_device(x), cuda.to_device(a), cuda.to_device(b)
+        assert (numba_tma.transpose(dx).copy_to_host() == x.T).all()
+        got = numba_tma.matmul(da, db).copy_to_host()
+        assert (got == (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)).all()
+        cuda.close()                  # the next round gets a new context, maybe the same addresses
+    print("ok")
+""")
+
+
+def test_caches_survive_a_closed_context():
+    done = subprocess.run([sys.executable, "-c", _CLOSE_AND_REUSE], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_new_buffers_of_a_known_layout_are_not_replanned(monkeypatch):
+    from numba_tma import matmul as matmul_module
+    from numba_tma import transpose as transpose_module
+
+    def fresh():
+        a = torch.randn(300, 136, device="cuda", dtype=torch.float16)
+        b = torch.randn(200, 136, device="cuda", dtype=torch.float16).t()    # column-major B
+        c = torch.full((300, 200), float("nan"), device="cuda", dtype=torch.float32)
+        x = torch.randn(3, 77, 1030, device="cuda", dtype=torch.float16)
+        return a, b, c, x
+
+    keep = [fresh()]
+    a, b, c, x = keep[0]
+    numba_tma.matmul(a, b, c, alpha=0.5)
+    numba_tma.transpose(x)
+    plans = []
+    real_plan, real_transpose = matmul_module.plan_matmul, transpose_module._transpose
+    monkeypatch.setattr(matmul_module, "plan_matmul", lambda *a_: plans.append("mm") or
+                        real_plan(*a_))
+    monkeypatch.setattr(transpose_module, "_transpose", lambda *a_: plans.append("t") or
+                        real_transpose(*a_))
+    for _ in range(3):
+        keep.append(fresh())                   # new addresses, same layouts
+        a, b, c, x = keep[-1]
+        if a.data_ptr() % 16 or x.data_ptr() % 128:
+            continue
+        numba_tma.matmul(a, b, c, alpha=0.5)
+        t = numba_tma.transpose(x)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, 0.5 * _expected_mm(a, b), rtol=2e-2, atol=2e-2)
+        assert torch.equal(t, x.transpose(1, 2))
+    assert plans == []

@@ -1,0 +1,286 @@
+"""The host path without a GPU: stream resolution, operand keys, quiet library launches, and the
+on-disk kernel cache (keys, invalidation, atomic and corrupt entries)."""
+
+import ctypes
+import json
+import multiprocessing
+import os
+import warnings
+
+import pytest
+from numba import cuda, types
+
+from numba_tma import _calls, kernel_cache
+from numba_tma.kernels._configure import configure
+from numba_tma.launch import stream_handle
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+class _TorchStream:
+    cuda_stream = 0x7100
+
+
+class _CupyStream:
+    ptr = 0x7200
+
+
+class _NumbaStream:
+    handle = ctypes.c_void_p(0x7300)
+
+
+class _ProtocolStream:
+    def __cuda_stream__(self):
+        return (0, 0x7400)
+
+
+def test_stream_handle_takes_every_framework_stream():
+    assert stream_handle(None) == 0
+    assert stream_handle(0) == 0
+    assert stream_handle(0x7000) == 0x7000
+    assert stream_handle(_TorchStream()) == 0x7100
+    assert stream_handle(_CupyStream()) == 0x7200
+    assert stream_handle(_NumbaStream()) == 0x7300
+    assert stream_handle(_ProtocolStream()) == 0x7400
+    with pytest.raises(TypeError, match="stream must be a CUDA stream .* got str"):
+        stream_handle("s")
+    with pytest.raises(TypeError, match="stream must be a CUDA stream .* got bool"):
+        stream_handle(True)
+    with pytest.raises(ValueError, match="stream = -1 is not a CUDA stream handle"):
+        stream_handle(-1)
+
+
+class _FakeTensor:
+    """What the fast path reads of a torch tensor."""
+
+    def __init__(self, ptr=0x10000, shape=(4, 8), stride=(8, 1), dtype="f16", device=0):
+        self._ptr, self.shape, self._stride = ptr, shape, stride
+        self.dtype, self._device = dtype, device
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self):
+        return self._stride
+
+    def get_device(self):
+        return self._device
+
+
+class _FakeCai:
+    def __init__(self, ptr=0x20000):
+        self.__cuda_array_interface__ = {"shape": (3, 5), "strides": None, "typestr": "<f4",
+                                         "data": (ptr, False), "version": 3}
+
+
+def test_call_stream_rule(monkeypatch):
+    # An explicit stream wins; torch tensors run on torch's current stream of their device.
+    seen = []
+    monkeypatch.setattr(_calls, "_torch_raw_stream", lambda dev: seen.append(dev) or 0x5500)
+    t = _FakeTensor(device=1)
+    assert _calls.call_stream(None, t) == 0x5500 and seen == [1]
+    assert _calls.call_stream(_TorchStream(), t) == 0x7100
+    assert _calls.call_stream(0, t) == 0                    # 0 names the legacy default stream
+    assert _calls.call_stream(None, _FakeCai()) == 0         # numba and other arrays: default
+
+
+def test_operand_key_reads_address_layout_and_device():
+    a, b = _FakeTensor(), _FakeTensor(ptr=0x10040)
+    assert _calls.operand_key(a) == (0x10000, (4, 8), (8, 1), "f16", 0)
+    assert _calls.operand_key(a) != _calls.operand_key(b)
+    assert _calls.operand_key(_FakeTensor(device=1)) != _calls.operand_key(a)
+    assert _calls.operand_key(_FakeCai()) == (0x20000, (3, 5), None, "<f4")
+    assert _calls.operand_key(object()) is None
+    assert _calls.operand_key([1, 2]) is None
+
+
+# -- quiet launches --------------------------------------------------------------------------
+
+def test_library_launch_configs_do_not_warn_about_grid_size(monkeypatch):
+    from numba.cuda.core import config as cuda_config   # what numba-cuda's launch reads
+
+    monkeypatch.setattr(cuda_config, "CUDA_LOW_OCCUPANCY_WARNINGS", 1)
+    monkeypatch.setattr(cuda_config, "DISABLE_PERFORMANCE_WARNINGS", 0)
+
+    @cuda.jit
+    def kernel(x):
+        pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        configure(kernel, 1, 32)               # the library's own small grid: silent
+        configure(kernel, (1, 2), (32, 1), 0, 0)
+    with pytest.warns(Warning, match="Grid size 3"):
+        kernel[3, 64]                          # a user's launch still warns
+
+
+# -- the kernel cache ------------------------------------------------------------------------
+
+@pytest.fixture
+def cache_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NUMBA_TMA_DISABLE_CACHE", raising=False)
+    return tmp_path
+
+
+def test_cache_dir_honours_numba_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert kernel_cache.cache_dir() == os.path.join(str(tmp_path), "numba_tma")
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    if os.name == "posix" and not os.uname().sysname == "Darwin":
+        assert kernel_cache.cache_dir() == os.path.join(str(tmp_path / "xdg"), "numba_tma")
+    monkeypatch.setenv("NUMBA_TMA_DISABLE_CACHE", "1")
+    assert not kernel_cache.enabled()
+    monkeypatch.setenv("NUMBA_TMA_DISABLE_CACHE", "0")
+    assert kernel_cache.enabled()
+
+
+def test_store_then_load_round_trips(cache_root):
+    path = kernel_cache.store("key-1", b"\x7fELF cubin", entry="_Z6kernel", native=True)
+    assert path and os.path.dirname(path).startswith(str(cache_root))
+    cubin, header = kernel_cache.load("key-1")
+    assert cubin == b"\x7fELF cubin" and header["entry"] == "_Z6kernel" and header["native"]
+    assert kernel_cache.load("key-2") is None              # another key: not there
+    assert not [f for f in os.listdir(os.path.dirname(path)) if f.startswith(".tmp-")]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "magic", "header"])
+def test_corrupt_entries_are_rebuilt_not_loaded(cache_root, damage):
+    path = kernel_cache.store("key-c", b"A" * 64, entry="k", native=True)
+    blob = bytearray(open(path, "rb").read())
+    if damage == "truncate":
+        blob = blob[:-5]
+    elif damage == "flip":
+        blob[-1] ^= 0xFF
+    elif damage == "magic":
+        blob[0] ^= 0xFF
+    else:
+        start = len(kernel_cache.MAGIC) + 4
+        blob[start] = ord("!")                            # the header is no longer JSON
+    open(path, "wb").write(bytes(blob))
+    assert kernel_cache.load("key-c") is None
+    kernel_cache.store("key-c", b"B" * 64, entry="k", native=True)     # rebuilt over it
+    assert kernel_cache.load("key-c")[0] == b"B" * 64
+
+
+def test_an_entry_under_another_key_text_is_not_loaded(cache_root):
+    # Two key texts that hashed to the same file (forced here) must not share an entry.
+    path = kernel_cache.store("key-a", b"cubin-a", entry="k")
+    other = kernel_cache._path("key-b")
+    os.makedirs(os.path.dirname(other), exist_ok=True)
+    os.replace(path, other)
+    assert kernel_cache.load("key-b") is None
+
+
+def test_an_edited_link_file_invalidates_the_entry(cache_root, tmp_path):
+    cu = tmp_path / "copy.cu"
+    cu.write_text('extern "C" __device__ int f(int* r, int x) { *r = x; return 0; }\n')
+    kernel_cache.store("key-l", b"cubin", link_files=[str(cu)], entry="k")
+    assert kernel_cache.load("key-l") is not None
+    cu.write_text('extern "C" __device__ int f(int* r, int x) { *r = x + 1; return 0; }\n')
+    assert kernel_cache.load("key-l") is None
+    cu.unlink()
+    assert kernel_cache.load("key-l") is None
+
+
+def _kernels():
+    """Two kernels whose code differs only in a captured constant."""
+    def make(k):
+        @cuda.jit(launch_bounds=(128, 1))
+        def kernel(x):
+            x[0] = k
+        return kernel
+    return make(1), make(2), make(1)
+
+
+def test_kernel_key_follows_code_closure_options_cc_and_key():
+    a, b, a2 = _kernels()
+    sig = (types.Array(types.int64, 1, "C"),)
+    key = kernel_cache.kernel_key(a, sig, (9, 0))
+    assert key == kernel_cache.kernel_key(a2, sig, (9, 0))          # same code, same key
+    assert key != kernel_cache.kernel_key(b, sig, (9, 0))           # captured 1 vs 2
+    assert key != kernel_cache.kernel_key(a, sig, (10, 0))
+    assert key != kernel_cache.kernel_key(a, (types.Array(types.int32, 1, "C"),), (9, 0))
+    assert key != kernel_cache.kernel_key(a, sig, (9, 0), key="v2")
+    c = cuda.jit(launch_bounds=(256, 1))(a.py_func)
+    assert key != kernel_cache.kernel_key(c, sig, (9, 0))           # compile options
+    # a user kernel's defining file is part of its key
+    assert json.loads(key)["source"][0].endswith("test_host_path_offline.py")
+
+
+def test_kernel_key_follows_versions_sources_and_env(monkeypatch):
+    a, _, _ = _kernels()
+    sig = (types.Array(types.int64, 1, "C"),)
+    key = kernel_cache.kernel_key(a, sig, (9, 0))
+    real = kernel_cache._versions
+    monkeypatch.setattr(kernel_cache, "_versions", lambda: real() + ["numba-cuda=99"])
+    kernel_cache.package_fingerprint.cache_clear()
+    try:
+        assert kernel_cache.kernel_key(a, sig, (9, 0)) != key
+    finally:
+        monkeypatch.setattr(kernel_cache, "_versions", real)
+        kernel_cache.package_fingerprint.cache_clear()
+    assert kernel_cache.kernel_key(a, sig, (9, 0)) == key
+    monkeypatch.setenv("NUMBA_TMA_WAIT_TIMEOUT_NS", "1000")        # a compile-time switch
+    assert kernel_cache.kernel_key(a, sig, (9, 0)) != key
+
+
+def test_package_fingerprint_covers_the_cu_sources(monkeypatch, tmp_path):
+    import shutil
+
+    from numba_tma import _bridge
+
+    ptx = tmp_path / "ptx"
+    shutil.copytree(_bridge.PTX_DIR, ptx)
+    monkeypatch.setattr(_bridge, "PTX_DIR", str(ptx))
+    kernel_cache.package_fingerprint.cache_clear()
+    try:
+        before = kernel_cache.package_fingerprint()
+        cu = sorted(ptx.glob("*.cu"))[0]
+        cu.write_text(cu.read_text() + "\n// edited\n")
+        kernel_cache.package_fingerprint.cache_clear()
+        assert kernel_cache.package_fingerprint() != before
+    finally:
+        monkeypatch.undo()
+        kernel_cache.package_fingerprint.cache_clear()
+
+
+def test_library_kernel_keys_are_stable_and_distinct():
+    from numba_tma.kernels import transpose_sector, transpose_vec
+
+    keys = set()
+    for module in (transpose_vec, transpose_sector):
+        for itemsize in (1, 2, 4, 8):
+            kern = module._kernel(itemsize, *module.TILES[itemsize])[0]
+            k1 = kernel_cache.kernel_key(kern, (types.int64,), (9, 0), key=itemsize)
+            kern2 = module._kernel(itemsize, *module.TILES[itemsize])[0]
+            assert kernel_cache.kernel_key(kern2, (types.int64,), (9, 0), key=itemsize) == k1
+            keys.add(k1)
+    assert len(keys) == 8
+
+
+def _store_many(root, n, tag):
+    os.environ["NUMBA_CACHE_DIR"] = root
+    for _ in range(n):
+        kernel_cache.store("key-race", tag * 4096, entry="k", native=True)
+
+
+def test_concurrent_writers_leave_a_whole_entry(cache_root):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_store_many, args=(str(cache_root), 30, t)) for t in (b"a", b"b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    cubin, _ = kernel_cache.load("key-race")
+    assert cubin in (b"a" * 4096, b"b" * 4096)
+
+
+def test_unwritable_cache_dir_still_runs(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocker))
+    assert kernel_cache.store("key-x", b"cubin", entry="k") is None
+    assert kernel_cache.load("key-x") is None
