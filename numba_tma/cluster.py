@@ -34,6 +34,7 @@ Values are uint32; coordinates come as (x, y, z) tuples, x first, like ``cuda.bl
 from numba import types
 from numba.cuda.extending import overload
 
+from . import mbarrier as _mbarrier
 from ._bridge import address_of, declare, host_call, require_array, require_int
 
 __all__ = ["cta_rank", "num_ctas", "cta_id", "dim", "cluster_id", "grid_dim",
@@ -281,7 +282,11 @@ def mbarrier_try_wait(bar, parity):
 
 
 def mbarrier_wait(bar, parity):
-    """Block until the phase with this parity completes, acquiring at cluster scope."""
+    """Block until the phase with this parity completes, acquiring at cluster scope.
+
+    With ``NUMBA_TMA_WAIT_TIMEOUT_NS`` set at import it prints and traps after that long, as
+    ``mbarrier.wait`` does (see :mod:`numba_tma.mbarrier`).
+    """
     host_call("cluster.mbarrier_wait")
 
 
@@ -416,6 +421,8 @@ def _ov_mbarrier_try_wait(bar, parity):
 def _ov_mbarrier_wait(bar, parity):
     _check_bar("mbarrier_wait", bar)
     require_int("cluster.mbarrier_wait", "parity", parity)
+    if _mbarrier.WAIT_TIMEOUT_NS:       # debug switch: bounded, then report and trap
+        return _mbarrier.wait_or_trap(_mbar_wait_bounded, "cluster.mbarrier_wait")
     return lambda bar, parity: _mbar_wait(address_of(bar), parity & 1)
 
 

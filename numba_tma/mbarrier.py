@@ -19,10 +19,23 @@ Pitfalls: a barrier used before ``fence_init``/``cuda.syncthreads`` follows its 
 race; announcing more bytes than the copies deliver (or arriving too few times) hangs ``wait``
 (``wait_bounded`` returns instead); re-initialising a barrier that may still have pending
 transactions needs ``inval`` first.
+
+Debugging hangs: with the environment variable ``NUMBA_TMA_WAIT_TIMEOUT_NS`` set to a positive
+number of nanoseconds when ``numba_tma`` is imported (it is read once, then; kernels compile
+with the value in force), every ``wait`` -- in numba_tma's kernels and in yours -- and every
+``cluster.mbarrier_wait`` becomes a bounded wait that, once the phase has not completed for that
+long (``%globaltimer``), prints ``block (x, y, z) thread (x, y, z) barrier at shared 0x...
+parity p`` with ``printf`` and executes ``trap``: the launch fails with a CUDA error (the
+context is lost, as for any trap) instead of hanging the GPU. Unset, empty or ``0`` (the
+default), ``wait`` is the plain ``try_wait`` loop: the SASS is the same as without the switch.
+Kernels cached on disk (``cache=True``) keep the mode they were compiled in.
 """
 
+import os
+
+from llvmlite import ir
 from numba import cuda, types
-from numba.cuda.extending import overload
+from numba.cuda.extending import intrinsic, overload
 
 from . import fence
 from ._bridge import address_of, declare, host_call, require_array, require_int
@@ -44,7 +57,79 @@ _test_wait = declare("mbarrier", "numba_tma_mbarrier_test_wait_parity_shared_cta
 _wait = declare("mbarrier", "numba_tma_mbarrier_wait_parity_shared_cta_b64", types.void(_vp, _u32))
 _wait_bounded = declare("mbarrier", "numba_tma_mbarrier_wait_parity_bounded", _u32(_vp, _u32, _u64))
 
+
 _BARRIER_DTYPES = (types.uint64, types.int64)
+WAIT_TIMEOUT_ENV = "NUMBA_TMA_WAIT_TIMEOUT_NS"
+
+
+def _wait_timeout_ns(environ=os.environ):
+    """The ``NUMBA_TMA_WAIT_TIMEOUT_NS`` debug switch: a timeout in nanoseconds, or 0 (off)."""
+    text = environ.get(WAIT_TIMEOUT_ENV, "").strip()
+    if not text:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{WAIT_TIMEOUT_ENV} must be a whole number of nanoseconds (0 or unset "
+                         f"for off), got {text!r}") from None
+    if not 0 <= value < 2**64:
+        raise ValueError(f"{WAIT_TIMEOUT_ENV} must be in 0 .. 2**64 - 1 nanoseconds, got {value}")
+    return value
+
+
+# Read once, at import: every kernel compiled in this process uses it (0: plain waits).
+WAIT_TIMEOUT_NS = _wait_timeout_ns()
+
+
+@intrinsic
+def _trap(typingctx):
+    """PTX ``trap;``: ends the kernel with an error (the launch fails, the context is lost)."""
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(ir.VoidType(), [])
+        builder.call(ir.InlineAsm(fnty, "trap;", "", side_effect=True), [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@intrinsic
+def _address_int(typingctx, ptr):
+    """A ``void*`` as a uint64 (the barrier's generic address, for the timeout report). Inline
+    LLVM rather than a C wrapper: a C call on the cold timeout path stays a call, which
+    nvJitLink's LTO then leaves unresolved."""
+    def codegen(context, builder, sig, args):
+        return builder.ptrtoint(args[0], ir.IntType(64))
+
+    return types.uint64(types.voidptr), codegen
+
+
+def wait_or_trap(bounded, what):
+    """The ``NUMBA_TMA_WAIT_TIMEOUT_NS`` form of a wait: ``bounded(addr, parity, timeout)`` (a
+    C bounded wait, 1 when the phase completed), then on timeout a report and a trap. ``what``
+    ("mbarrier.wait", "cluster.mbarrier_wait") names the wait in the report."""
+    timeout = WAIT_TIMEOUT_NS
+    if what == "mbarrier.wait":
+        @cuda.jit(device=True, inline=True)
+        def report(addr, parity):
+            print("numba_tma: mbarrier.wait timed out (NUMBA_TMA_WAIT_TIMEOUT_NS", timeout,
+                  "ns): block", cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z,
+                  "thread", cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z,
+                  "barrier at address", addr, "parity", parity)
+    else:
+        @cuda.jit(device=True, inline=True)
+        def report(addr, parity):
+            print("numba_tma: cluster.mbarrier_wait timed out (NUMBA_TMA_WAIT_TIMEOUT_NS",
+                  timeout, "ns): block", cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z,
+                  "thread", cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z,
+                  "barrier at address", addr, "parity", parity)
+
+    def impl(bar, parity):
+        p = parity & 1
+        if bounded(address_of(bar), p, timeout) == 0:
+            report(_address_int(address_of(bar)), p)
+            _trap()
+
+    return impl
 
 
 def _check_bar(fname, bar):
@@ -129,7 +214,10 @@ def wait(bar, parity):
     """Block until the phase with this parity completes (a ``try_wait`` loop in PTX).
 
     Issued by: every thread that will read the data the phase guards. Pitfall: a phase that never
-    completes (missing arrival, wrong byte count) hangs the kernel; debug with ``wait_bounded``.
+    completes (missing arrival, wrong byte count) hangs the kernel; debug with ``wait_bounded``,
+    or set ``NUMBA_TMA_WAIT_TIMEOUT_NS`` before importing numba_tma: every ``wait`` then prints
+    its block, thread, barrier address and parity after that many nanoseconds and traps (see
+    the module docstring; off by default, when the SASS is the plain loop's).
     """
     host_call("mbarrier.wait")
 
@@ -138,7 +226,9 @@ def wait_bounded(bar, parity, timeout_ns):
     """Like ``wait`` but gives up after ``timeout_ns`` nanoseconds (``%globaltimer``).
 
     Returns True if the phase completed, False on timeout, so a lost transaction shows up as a
-    flag (or a ``raise``-free early exit) instead of a hung GPU.
+    flag (or a ``raise``-free early exit) instead of a hung GPU. Leave any loop on the first
+    False (the phases after a lost one never complete either: each further wait costs another
+    ``timeout_ns``). Not affected by ``NUMBA_TMA_WAIT_TIMEOUT_NS``.
     """
     host_call("mbarrier.wait_bounded")
 
@@ -211,6 +301,8 @@ def _ov_test_wait(bar, parity):
 def _ov_wait(bar, parity):
     _check_bar("wait", bar)
     require_int("mbarrier.wait", "parity", parity)
+    if WAIT_TIMEOUT_NS:
+        return wait_or_trap(_wait_bounded, "mbarrier.wait")
     return lambda bar, parity: _wait(address_of(bar), parity & 1)
 
 

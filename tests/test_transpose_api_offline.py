@@ -154,3 +154,80 @@ def test_matmul_argtypes_are_the_gemm_signature():
     for family in (gemm_tma, gemm_wgmma):
         args, _ = sigutils.normalize_signature(family.SIGNATURE)
         assert tuple(args) == argtypes
+
+
+class RecordingKernel:
+    """Stands in for a DirectKernel: records each launch's grid and arguments."""
+
+    def __init__(self):
+        self.launches = []
+
+    def launch(self, grid, block, stream, *args):
+        self.launches.append((grid, args))
+
+
+def test_grid_chunks():
+    from numba_tma.kernels import transpose_classic as tc
+
+    assert tc.grid_chunks(65535, 65535) == ((0, 65535, 0, 65535),)
+    assert tc.grid_chunks(78126, 1) == ((0, 65535, 0, 1), (65535, 12591, 0, 1))
+    assert tc.grid_chunks(1, 70000) == ((0, 1, 0, 65535), (0, 1, 65535, 4465))
+    chunks = tc.grid_chunks(131071, 65536)
+    assert len(chunks) == 6 and sum(ny * nz for _, ny, _, nz in chunks) == 131071 * 65536
+
+
+@pytest.mark.parametrize("module, B, M, N, itemsize, launches", [
+    ("vec", 70000, 16, 16, 4, 2),          # batch over 65535: two launches, pointer offsets
+    ("sector", 70000, 16, 16, 4, 2),
+    ("sector", 1, 5_000_000, 4, 4, 2),     # 78126 tile rows: two launches, tile_y0 offsets
+    ("vec", 1, 5_000_000, 64, 4, 2),
+    ("vec", 3, 64, 64, 4, 1),              # within the limits: one launch of the plain kernel
+    ("sector", 3, 100, 37, 2, 1),
+])
+def test_launch_splits_the_grid(monkeypatch, module, B, M, N, itemsize, launches):
+    """transpose()'s v7/v8 launchers split grids past gridDim.y/z = 65535 into launches that
+    cover every tile row of every matrix once; one launch, of the plain kernel, otherwise."""
+    from numba_tma.kernels import transpose_classic as tc
+    from numba_tma.kernels import transpose_sector as ts
+
+    mod = transpose_vec if module == "vec" else ts
+    rec, variants = RecordingKernel(), []
+
+    def fake_direct(itemsize_, row_offset=False):
+        variants.append(row_offset)
+        if module == "vec":
+            word = np.dtype(np.uint64 if itemsize_ == 8 else np.uint32)
+            return rec, word, None, None
+        return rec, 32 // itemsize_ - 1
+
+    monkeypatch.setattr(mod, "_direct", fake_direct)
+    mod.launch(BASE, OTHER, B, M, N, itemsize)
+    assert len(rec.launches) == launches
+    tall = len({args[-1] for _, args in rec.launches}) > 1        # several tile_y0
+    assert variants == [tall]
+    per = M * N
+    if module == "vec":
+        trows, cols = V7_TILE[itemsize]
+        tiles_y = -(-M // trows)
+    else:
+        trows, cols = ts.TILES[itemsize][:2]
+        tiles_y = -(-(M + 32 // itemsize - 1) // trows)
+    covered = set()
+    for (gx, ny, nz), args in rec.launches:
+        assert gx == -(-N // cols) and ny <= tc.MAX_GRID_YZ and nz <= tc.MAX_GRID_YZ
+        (s_ptr, s_n), (o_ptr, o_n) = args[0], args[1]
+        z0, r = divmod(s_ptr - BASE, per * itemsize)
+        assert r == 0 and o_ptr - OTHER == s_ptr - BASE
+        y0 = args[-1]
+        if module == "vec":
+            assert args[2] == (s_ptr, nz * per) and args[3] == (o_ptr, nz * per)
+            assert s_n == nz * per * itemsize // (8 if itemsize == 8 else 4)
+            assert args[4:6] == (M, N)
+        else:
+            assert s_n == o_n == nz * per
+            assert args[2:6] == (M, N, s_ptr % 128, o_ptr % 128)
+        for z in range(z0, z0 + nz):
+            for y in range(y0, y0 + ny):
+                assert (z, y) not in covered
+                covered.add((z, y))
+    assert len(covered) == B * tiles_y

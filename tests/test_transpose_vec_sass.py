@@ -94,7 +94,7 @@ def test_v7_vec16_sass(itemsize):
     trows, cols, threads, min_blocks = tv.TILES[itemsize]
     kernel, word, pack, _, _ = tv._kernel(itemsize, trows, cols, threads, min_blocks)
     kb = compile_kernel(kernel, f"void({word}[::1], {word}[::1], uint{8 * itemsize}[::1], "
-                                f"uint{8 * itemsize}[::1], int64, int64)")
+                                f"uint{8 * itemsize}[::1], int64, int64, int64)")
     check_clean(kb)
     assert kb.count("LDG.E.128") == tv.LOADS and kb.count("STG.E.128") == tv.LOADS
     assert kb.count("LDS.128") == tv.LOADS
@@ -113,7 +113,8 @@ def test_v8_sector_sass(itemsize):
     kernel, elem, halo = ts._kernel(itemsize, trows, cols, threads, min_blocks)
     spe, kv = 32 // itemsize, 16 // itemsize
     assert halo == spe - 1
-    kb = compile_kernel(kernel, f"void({elem}[::1], {elem}[::1], int64, int64, int64, int64)")
+    kb = compile_kernel(kernel, f"void({elem}[::1], {elem}[::1], int64, int64, int64, int64, "
+                                f"int64)")
     check_clean(kb)
     # Vector path: 8 main vectors, the halo row's and the extra one per row, each asking the L2
     # for its whole 256-byte block; 8 LDS.128 / STG.E.128 of whole chunks (or, for BULK_STORE
@@ -135,3 +136,35 @@ def test_v8_sector_sass(itemsize):
     # spare chunk per row, plus one 16-byte chunk of skew per kv rows.
     nrows = cols + 2 * (kv - 1)
     assert kb.shared_bytes == (nrows * (trows + 2 * spe + kv) + ((nrows - 1) // kv) * kv) * itemsize
+
+
+# Instructions, registers of the plain kernels (no row offset) before the grid split: the
+# common path keeps them exactly (the tile_y0 argument is unused there).
+PLAIN = {("v7", 1): (968, 64), ("v7", 2): (976, 40), ("v7", 4): (1248, 40), ("v7", 8): (1160, 40),
+         ("v8", 1): (1528, 64), ("v8", 2): (1352, 79), ("v8", 4): (1088, 79), ("v8", 8): (1128, 64)}
+
+
+@pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
+def test_row_offset_variants(itemsize):
+    """Grids taller than 65535 tile rows run the row-offset variants (R0 from blockIdx.y +
+    tile_y0): the same vector accesses; the plain kernels are what they were."""
+    from numba_tma.kernels import transpose_sector as ts
+    from numba_tma.kernels import transpose_vec as tv
+
+    e = f"uint{8 * itemsize}[::1]"
+    for row_offset in (False, True):
+        kernel, word, _, _, _ = tv._kernel(itemsize, *tv.TILES[itemsize], row_offset=row_offset)
+        v7 = compile_kernel(kernel, f"void({word}[::1], {word}[::1], {e}, {e}, int64, int64, "
+                                    f"int64)")
+        kernel, elem, _ = ts._kernel(itemsize, *ts.TILES[itemsize], row_offset=row_offset)
+        v8 = compile_kernel(kernel, f"void({elem}[::1], {elem}[::1], int64, int64, int64, int64, "
+                                    f"int64)")
+        if not row_offset:
+            assert (len(v7.mnemonics()), v7.registers) == PLAIN["v7", itemsize]
+            assert (len(v8.mnemonics()), v8.registers) == PLAIN["v8", itemsize]
+            continue
+        check_clean(v7)
+        assert v7.count("LDG.E.128") == tv.LOADS and v7.count("STG.E.128") == tv.LOADS
+        assert v8.count("LDG.E.LTC256B.128") == ts.LOADS + 2
+        # fp16 / fp32 v8 sit at their 80-register bound: the extra add spills a word there.
+        assert v8.count("CALL") == 0 and (v8.spill_stores or 0) <= 8

@@ -117,6 +117,7 @@ def _kernel(dtype, via_shared):
                 tma.load(tile, g_src, (y, x), bar)
             if not mbarrier.wait_bounded(bar, phase, WAIT_TIMEOUT_NS):
                 status[0] = 0
+                break               # every later phase would time out too: one timeout, not many
             phase ^= 1
             if tid == 0:
                 tma.store(g_dst, (y, x), tile)  # clipped at the matrix edge

@@ -144,6 +144,7 @@ def _gather_kernel(dtype, slice_c):
                 tma.load_im2col(tile, desc, (n0, h0, w0, c0), (r, s), bar)
             if not mbarrier.wait_bounded(bar, np.int32(it) & 1, WAIT_TIMEOUT_NS):
                 status[0] = 0
+                break           # every later phase would time out too: one timeout, not many
             col0 = tap * np.int32(channels) + c0
             for idx in range(tid, tile_elems, THREADS):
                 i = np.int32(idx) // np.int32(slice_c)
@@ -186,6 +187,7 @@ def _conv_kernel(slice_c):
                                 (r, s), bar)
             if not mbarrier.wait_bounded(bar, np.int32(it) & 1, WAIT_TIMEOUT_NS):
                 status[0] = 0
+                break           # every later phase would time out too: one timeout, not many
             for j in range(slice_c):
                 if c0 + j < channels:
                     acc += tile[tid * slice_c + j] * weight[r, s, c0 + j, k_out]

@@ -190,6 +190,7 @@ def _stream_kernel(n, multicast):
                 if kt >= STAGES:
                     if not mbarrier.wait_bounded(empty[s:], (kt // STAGES - 1) & 1, TIMEOUT_NS):
                         timed_out[0] = 1
+                        break                 # later phases cannot complete either
                 mbarrier.arrive_expect_tx(full[s:], TILE_BYTES)
                 dst = ring[s * TILE_WORDS + rank * slice_words:]
                 if multicast:
@@ -205,6 +206,7 @@ def _stream_kernel(n, multicast):
                 s = kt % STAGES
                 if not mbarrier.wait_bounded(full[s:], (kt // STAGES) & 1, TIMEOUT_NS):
                     timed_out[0] = 1
+                    break                     # later phases cannot complete either
                 base = s * TILE_BYTES + tid * CHUNK_BYTES
                 for j in range(CHUNKS_PER_THREAD):
                     smem.load_v4(regs, ring, base + j * (CHUNK_BYTES * CONSUMERS))

@@ -97,6 +97,15 @@ def _grid3(gx, gy, gz, what):
     return gx, gy, gz
 
 
+def grid_chunks(gy, gz):
+    """``(y0, ny, z0, nz)`` for each launch of a grid ``gy`` blocks tall and ``gz`` deep split
+    so that every launch keeps gridDim.y and gridDim.z within 65535 (one launch when it fits)."""
+    if gy <= MAX_GRID_YZ and gz <= MAX_GRID_YZ:
+        return ((0, gy, 0, gz),)
+    return tuple((y0, min(MAX_GRID_YZ, gy - y0), z0, min(MAX_GRID_YZ, gz - z0))
+                 for z0 in range(0, gz, MAX_GRID_YZ) for y0 in range(0, gy, MAX_GRID_YZ))
+
+
 def _bank_conflicts(itemsize, addr_of_lane, lanes=32):
     """Worst bank-conflict degree of one warp access (host model, for the docstrings' claims).
 
@@ -657,7 +666,8 @@ def v6_packed(src, out, stream=0, *, group=V6_GROUP):
     rasterisation: consecutive blocks walk down ``group`` tile rows before moving right (see
     v6_persistent; ``group=1`` is the plain raster). Needs M and N divisible by k and 8-byte
     aligned buffers; otherwise the same kernel runs on plain elements (k = 1, 64 x 32 tiles for
-    4 bytes, 32 x 32 for 1 and 2 bytes).
+    4 bytes, 32 x 32 for 1 and 2 bytes). Shapes whose grid would pass CUDA's 65535 limit on
+    gridDim.y/z (a batch over 65535) run ``v6_persistent``.
     """
     src, out, B, M, N = _check(src, out)
     if B * M * N == 0:
@@ -668,6 +678,10 @@ def v6_packed(src, out, stream=0, *, group=V6_GROUP):
     # A group taller than the matrix would only add blocks that exit at once.
     while group > 1 and group > TRn:
         group //= 2
+    if _cdiv(TRn, group) > MAX_GRID_YZ or B > MAX_GRID_YZ:
+        # Past the grid's y/z limits (a batch over 65535, ~67M+ rows): the persistent kernel
+        # walks any number of tiles from one linear index.
+        return v6_persistent(src, out, stream, group=group)
     grid = _grid3(group * TCn, _cdiv(TRn, group), B, "v6_packed")
     configure(_v6(word, k, TP, TQ, False, group), grid, V6_THREADS, stream)(fs, fo, Mp, Nw, TRn, TCn)
 

@@ -98,8 +98,12 @@ def applies_to(itemsize):
 
 
 @functools.cache
-def _kernel(itemsize, trows, cols, threads, min_blocks):
-    """The kernel for one element size and tile: returns (kernel, element dtype, halo rows)."""
+def _kernel(itemsize, trows, cols, threads, min_blocks, row_offset=False):
+    """The kernel for one element size and tile: returns (kernel, element dtype, halo rows).
+    `row_offset`: the variant whose tile rows start at its `tile_y0` argument (launches that
+    split a grid taller than 65535); the other ignores it: the extra add costs fp16 / fp32 a
+    register they do not have at 3 blocks per SM (80: 8 bytes of spills), so the common path
+    keeps the code it had."""
     bulk_store = itemsize in BULK_STORE
     kv = VEC // itemsize                     # elements per vector
     kv_shift = kv.bit_length() - 1
@@ -168,13 +172,17 @@ def _kernel(itemsize, trows, cols, threads, min_blocks):
         return (regs[k // epw] >> np.uint32(8 * itemsize * t)) & np.uint32((1 << (8 * itemsize)) - 1)
 
     @cuda.jit(launch_bounds=(threads, min_blocks))
-    def transpose_v8_sector(src, out, M, N, src_mis, out_mis):
-        # src_mis / out_mis: the buffers' base addresses mod 128.
+    def transpose_v8_sector(src, out, M, N, src_mis, out_mis, tile_y0):
+        # src_mis / out_mis: the buffers' base addresses mod 128. tile_y0: the first tile row
+        # of this launch (launches split gridDim.y at 65535).
         tile = cuda.shared.array(smem_elems, elem, alignment=VEC)
         tid = cuda.threadIdx.x
         lane = tid & 31
         b = cuda.blockIdx.z
-        R0 = cuda.blockIdx.y * trows
+        if row_offset:
+            R0 = (cuda.blockIdx.y + tile_y0) * trows
+        else:
+            R0 = cuda.blockIdx.y * trows
         C0 = cuda.blockIdx.x * cols
         sbase = b * M * N
         obase = b * N * M
@@ -287,41 +295,53 @@ def v8_sector(src, out, stream=0):
 
 
 @functools.cache
-def _direct(itemsize):
+def _direct(itemsize, row_offset=False):
     """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel` (cubin cached on
     disk), and its halo."""
     from ..launch import DirectKernel    # real GPUs only: the simulator lacks its driver API
 
-    kern, elem, halo = _kernel(itemsize, *TILES[itemsize])
+    kern, elem, halo = _kernel(itemsize, *TILES[itemsize], row_offset=row_offset)
     e = types.Array(numba.from_dtype(elem), 1, "C")
-    direct = DirectKernel(kern, (e, e) + (types.int64,) * 4,
-                          key=("transpose_sector", itemsize, TILES[itemsize]))
+    direct = DirectKernel(kern, (e, e) + (types.int64,) * 5,
+                          key=("transpose_sector", itemsize, TILES[itemsize], row_offset))
     return direct, halo
+
+
+def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
+    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
+    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked).
+
+    Any shape: where the tile rows or the batch exceed gridDim.y / gridDim.z (65535), the grid
+    is split into launches (``tc.grid_chunks``): batches by pointer offsets (each launch's
+    buffers are its own matrices), tile rows by the ``tile_y0`` of the kernel's row-offset
+    variant. Shapes within the limits take one launch of the plain kernel, as before."""
+    trows, cols, threads, _ = TILES[itemsize]
+    halo = SECTOR // itemsize - 1
+    per = M * N                                  # elements per matrix
+    gx, gy = tc._cdiv(N, cols), tc._cdiv(M + halo, trows)
+    direct, _ = _direct(itemsize, gy > tc.MAX_GRID_YZ)
+    for y0, ny, z0, nz in tc.grid_chunks(gy, B):
+        off = z0 * per * itemsize
+        s_ptr, o_ptr, total = src_ptr + off, out_ptr + off, nz * per
+        direct.launch((gx, ny, nz), (threads, 1, 1), stream, (s_ptr, total), (o_ptr, total), M,
+                      N, s_ptr % 128, o_ptr % 128, y0)
 
 
 #: Argument positions of the src and out pointers in :func:`prepare`'s launch.
 SRC_ARGS, OUT_ARGS = (0,), (1,)
 
 
-def _launch_args(src_ptr, out_ptr, B, M, N, itemsize):
-    trows, cols, threads, _ = TILES[itemsize]
-    direct, halo = _direct(itemsize)
-    total = B * M * N
-    grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M + halo, trows), B, "v8_sector")
-    return direct, grid, (threads, 1, 1), ((src_ptr, total), (out_ptr, total), M, N,
-                                           src_ptr % 128, out_ptr % 128)
-
-
-def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
-    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
-    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked)."""
-    direct, grid, block, args = _launch_args(src_ptr, out_ptr, B, M, N, itemsize)
-    direct.launch(grid, block, stream, *args)
-
-
 def prepare(src_ptr, out_ptr, B, M, N, itemsize):
     """:func:`launch`'s launch as a :class:`~numba_tma.launch.PreparedLaunch`, for calls that
     repeat the shape on other buffers (pointers at ``SRC_ARGS``/``OUT_ARGS``, with the same
-    offsets within 128 bytes, which are arguments of their own)."""
-    direct, grid, block, args = _launch_args(src_ptr, out_ptr, B, M, N, itemsize)
-    return direct.prepare(grid, block, *args)
+    offsets within 128 bytes, which are arguments of their own); None where the shape needs
+    more than one launch."""
+    trows, cols, threads, _ = TILES[itemsize]
+    halo = SECTOR // itemsize - 1
+    gx, gy = tc._cdiv(N, cols), tc._cdiv(M + halo, trows)
+    if len(tc.grid_chunks(gy, B)) > 1:
+        return None
+    direct, _ = _direct(itemsize)
+    total = B * M * N
+    return direct.prepare((gx, gy, B), (threads, 1, 1), (src_ptr, total), (out_ptr, total), M,
+                          N, src_ptr % 128, out_ptr % 128, 0)

@@ -94,9 +94,12 @@ def _words(itemsize):
 
 
 @functools.cache
-def _kernel(itemsize, trows, cols, threads, min_blocks, lanes_per_row=LANES_PER_ROW):
+def _kernel(itemsize, trows, cols, threads, min_blocks, lanes_per_row=LANES_PER_ROW,
+            row_offset=False):
     """The kernel for one element size and tile: `trows` rows of words (trows * pack src rows)
-    x `cols` src columns, `threads` threads of LOADS vectors each."""
+    x `cols` src columns, `threads` threads of LOADS vectors each. `row_offset`: the variant
+    whose tile rows start at its `tile_y0` argument (launches that split a grid taller than
+    65535); the other ignores it, so the common path's code is what it was without it."""
     word, pack = _words(itemsize)
     wsize = word.itemsize
     kv = VEC // wsize                        # words per vector
@@ -141,14 +144,18 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, lanes_per_row=LANES_PER_
         return (np.uint64(regs[i * 4 + 2 * e + 1]) << np.uint64(32)) | np.uint64(regs[i * 4 + 2 * e])
 
     @cuda.jit(launch_bounds=(threads, min_blocks))
-    def transpose_v7_vec16(src, out, src_e, out_e, M, N):
+    def transpose_v7_vec16(src, out, src_e, out_e, M, N, tile_y0):
         # src/out: the buffers as words (vector path); src_e/out_e: as elements (edge tiles).
+        # tile_y0: the first tile row of this launch (launches split gridDim.y at 65535).
         tile = cuda.shared.array(tile_elems, word, alignment=VEC)
         tid = cuda.threadIdx.x
         lane = tid & 31
         w = tid >> 5
         b = cuda.blockIdx.z
-        R0 = cuda.blockIdx.y * src_rows          # row-major raster: tile columns vary fastest
+        if row_offset:
+            R0 = (cuda.blockIdx.y + tile_y0) * src_rows
+        else:
+            R0 = cuda.blockIdx.y * src_rows      # row-major raster: tile columns vary fastest
         C0 = cuda.blockIdx.x * cols
         sbase = b * M * N                        # in elements
         obase = b * N * M
@@ -247,42 +254,57 @@ def v7_vec16(src, out, stream=0):
 
 
 @functools.cache
-def _direct(itemsize):
+def _direct(itemsize, row_offset=False):
     """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel` (cubin cached on
     disk)."""
     from ..launch import DirectKernel    # real GPUs only: the simulator lacks its driver API
 
-    kern, word, pack, cols, src_rows = _kernel(itemsize, *TILES[itemsize])
+    kern, word, pack, cols, src_rows = _kernel(itemsize, *TILES[itemsize], row_offset=row_offset)
     w = types.Array(numba.from_dtype(word), 1, "C")
     e = types.Array(numba.from_dtype(np.dtype(f"u{itemsize}")), 1, "C")
-    direct = DirectKernel(kern, (w, w, e, e, types.int64, types.int64),
-                          key=("transpose_vec", itemsize, TILES[itemsize]))
+    direct = DirectKernel(kern, (w, w, e, e, types.int64, types.int64, types.int64),
+                          key=("transpose_vec", itemsize, TILES[itemsize], row_offset))
     return direct, word, cols, src_rows
+
+
+def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
+    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
+    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked).
+
+    Any shape: where the tile rows or the batch exceed gridDim.y / gridDim.z (65535), the grid
+    is split into launches (``tc.grid_chunks``): batches by pointer offsets, tile rows by the
+    ``tile_y0`` of the kernel's row-offset variant. Shapes within the limits take one launch of
+    the plain kernel, as before."""
+    trows, cols, threads, _ = TILES[itemsize]
+    _, pack = _words(itemsize)
+    per = M * N                                  # elements per matrix
+    gx, gy = tc._cdiv(N, cols), tc._cdiv(M, trows * pack)
+    direct, word, _, _ = _direct(itemsize, gy > tc.MAX_GRID_YZ)
+    block = (threads, 1, 1)
+    for y0, ny, z0, nz in tc.grid_chunks(gy, B):
+        off = z0 * per * itemsize
+        total = nz * per
+        words = total * itemsize // word.itemsize
+        direct.launch((gx, ny, nz), block, stream, (src_ptr + off, words), (out_ptr + off, words),
+                      (src_ptr + off, total), (out_ptr + off, total), M, N, y0)
 
 
 #: Argument positions of the src and out pointers in :func:`prepare`'s launch.
 SRC_ARGS, OUT_ARGS = (0, 2), (1, 3)
 
 
-def _launch_args(src_ptr, out_ptr, B, M, N, itemsize):
-    direct, word, cols, src_rows = _direct(itemsize)
-    total = B * M * N
-    words = total * itemsize // word.itemsize
-    grid = tc._grid3(tc._cdiv(N, cols), tc._cdiv(M, src_rows), B, "v7_vec16")
-    return direct, grid, (TILES[itemsize][2], 1, 1), ((src_ptr, words), (out_ptr, words),
-                                                    (src_ptr, total), (out_ptr, total), M, N)
-
-
-def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
-    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
-    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked)."""
-    direct, grid, block, args = _launch_args(src_ptr, out_ptr, B, M, N, itemsize)
-    direct.launch(grid, block, stream, *args)
-
-
 def prepare(src_ptr, out_ptr, B, M, N, itemsize):
     """:func:`launch`'s launch as a :class:`~numba_tma.launch.PreparedLaunch`, for calls that
     repeat the shape on other buffers (pointers at ``SRC_ARGS``/``OUT_ARGS``, with the same
-    16-byte alignment, since :func:`applies_to` depends on it)."""
-    direct, grid, block, args = _launch_args(src_ptr, out_ptr, B, M, N, itemsize)
-    return direct.prepare(grid, block, *args)
+    16-byte alignment, since :func:`applies_to` depends on it); None where the shape needs more
+    than one launch."""
+    trows, cols, threads, _ = TILES[itemsize]
+    _, pack = _words(itemsize)
+    gx, gy = tc._cdiv(N, cols), tc._cdiv(M, trows * pack)
+    if len(tc.grid_chunks(gy, B)) > 1:
+        return None
+    direct, word, _, _ = _direct(itemsize)
+    total = B * M * N
+    words = total * itemsize // word.itemsize
+    return direct.prepare((gx, gy, B), (threads, 1, 1), (src_ptr, words), (out_ptr, words),
+                          (src_ptr, total), (out_ptr, total), M, N, 0)

@@ -1,5 +1,7 @@
 """mbarrier phases, arrival counts, transaction bytes, inval; async-proxy fences and bulk groups."""
 
+import functools
+
 import numpy as np
 from numba import cuda
 
@@ -116,33 +118,60 @@ def test_inval_and_reinit():
     np.testing.assert_array_equal(got[1], 2)    # test_wait was 0 for thread 0, then all completed
 
 
-@cuda.jit
-def global_fence_kernel(scratch, desc, values, out, log):
-    # Ordinary stores to global memory, then a TMA load of the same bytes in the same kernel.
-    tile = cuda.shared.array(512, np.float32, alignment=128)
-    bar = cuda.shared.array(1, np.uint64)
-    mbarrier.init_block(bar, 1)
-    for i in range(cuda.threadIdx.x, 512, cuda.blockDim.x):
-        scratch[i // 32, i % 32] = values[i]
-    fence.proxy_async_global()
-    fence.proxy_async()
-    cuda.syncthreads()
-    if cuda.threadIdx.x == 0:
-        tma.load_tile(tile, desc, (0, 0), bar)
-    log[0] = mbarrier.wait_bounded(bar, 0, TIMEOUT_NS)
-    for i in range(cuda.threadIdx.x, 512, cuda.blockDim.x):
-        out[i] = tile[i]
+@functools.cache
+def global_fence_kernel(fenced=True):
+    """Ordinary stores to global memory, then a TMA load of the same bytes in the same kernel,
+    ``ITERS`` times with fresh values per block. ``fenced=False`` is the same kernel without
+    the proxy fences: tests/test_gpu_test_kernels_sass.py compiles both, so the fence test
+    fails (offline, on every machine) if the instruction disappears from the fenced kernel."""
+
+    @cuda.jit
+    def kernel(scratch, desc, values, out, log):
+        tile = cuda.shared.array(512, np.float32, alignment=128)
+        bar = cuda.shared.array(1, np.uint64)
+        mbarrier.init_block(bar, 1)
+        row0 = cuda.blockIdx.x * 16                     # this block's 16 x 32 region
+        bad = 0
+        for it in range(ITERS):
+            for i in range(cuda.threadIdx.x, 512, cuda.blockDim.x):
+                scratch[row0 + i // 32, i % 32] = values[i] + it
+            if fenced:
+                fence.proxy_async_global()
+                fence.proxy_async()
+            cuda.syncthreads()
+            if cuda.threadIdx.x == 0:
+                tma.load_tile(tile, desc, (row0, 0), bar)
+            if not mbarrier.wait_bounded(bar, it & 1, TIMEOUT_NS):
+                log[0] = 0
+            for i in range(cuda.threadIdx.x, 512, cuda.blockDim.x):
+                if tile[i] != values[i] + it:
+                    bad += 1
+                out[cuda.blockIdx.x, i] = tile[i]
+            cuda.syncthreads()                          # tile read out before the next load
+        if bad:
+            cuda.atomic.add(log, 1, bad)
+
+    return kernel
+
+
+ITERS = 16
+FENCE_BLOCKS = 264
 
 
 def test_proxy_async_global_fence():
-    scratch = cuda.to_device(random_array((16, 32), np.float32))
-    values = random_array(512, np.float32)
-    out = cuda.to_device(random_array(512, np.float32))
-    log = cuda.to_device(np.zeros(1, np.int32))
-    global_fence_kernel[1, 256](scratch, TensorMap(scratch, (16, 32)), cuda.to_device(values),
-                                out, log)
-    assert log.copy_to_host()[0] == 1
-    np.testing.assert_array_equal(out.copy_to_host(), values)
+    """Generic-proxy stores, fence.proxy.async.global, then a TMA (async-proxy) load of the
+    same bytes: the load must see the stores. 264 blocks x 16 rounds of fresh values make a
+    missing fence likely to show as stale data here; that the fence is really there (and that
+    the check would see it gone) is tested offline on its SASS (FENCE.VIEW.ASYNC.G)."""
+    scratch = cuda.to_device(random_array((FENCE_BLOCKS * 16, 32), np.float32))
+    values = np.arange(512, dtype=np.float32) * 3
+    out = cuda.to_device(random_array((FENCE_BLOCKS, 512), np.float32))
+    log = cuda.to_device(np.array([1, 0], np.int32))
+    global_fence_kernel()[FENCE_BLOCKS, 256](scratch, TensorMap(scratch, (16, 32)),
+                                             cuda.to_device(values), out, log)
+    ok, stale = log.copy_to_host()
+    assert ok == 1 and stale == 0, f"wait ok {ok}, stale elements {stale}"
+    np.testing.assert_array_equal(out.copy_to_host(), np.tile(values + ITERS - 1, (FENCE_BLOCKS, 1)))
 
 
 @cuda.jit

@@ -18,16 +18,23 @@ from numba_tma.warp import bf16_bits
 
 
 @functools.cache
-def prefetch_load_kernel(rank, n_elems, dtype):
+def prefetch_load_kernel(rank, n_elems, dtype, prefetch=True):
+    """Prefetch the descriptor and the box, then load the box. ``prefetch=False`` is the same
+    kernel without the two prefetches: a prefetch is a hint, so no result on the GPU can tell
+    them apart. tests/test_gpu_test_kernels_sass.py compiles both for every rank and checks
+    that the prefetched one has the descriptor prefetch and the tensor prefetch of that rank
+    and the other has neither, so the prefetch test fails (offline) without the instructions;
+    here the GPU checks the load after them and that a prefetch writes nothing."""
     coords_of = coords_fn(rank)
 
     @cuda.jit
     def kernel(desc, c, out, ok):
         tile = cuda.shared.array(n_elems, dtype, alignment=128)
         bar = cuda.shared.array(1, np.uint64)
-        if cuda.threadIdx.x == 0:
-            tma.prefetch_descriptor(desc)
-        tma.prefetch(desc, coords_of(c))               # every thread: a hint, harmless repeated
+        if prefetch:
+            if cuda.threadIdx.x == 0:
+                tma.prefetch_descriptor(desc)
+            tma.prefetch(desc, coords_of(c))           # every thread: a hint, harmless repeated
         mbarrier.init_block(bar, 1)
         if cuda.threadIdx.x == 0:
             tma.load_tile(tile, desc, coords_of(c), bar)

@@ -143,3 +143,33 @@ def test_transpose_rejects_bad_input():
         transpose(odd, kernel="tma_pipelined")
     with pytest.raises(TypeError, match="1, 2, 4 or 8 bytes"):
         transpose(cuda.device_array((4, 4), np.complex128))
+
+
+# Shapes past CUDA's 65535 limit on gridDim.y / gridDim.z (issue 18, item 3): a batch over 65535
+# (the grid's z), and more tile rows than 65535 (the grid's y) for each element size, on both
+# 16-byte kernels and the classic fallback; each shape exceeds the limit for every kernel named.
+HUGE = [
+    (np.float32, (70000, 16, 16), ("v7_vec16", "v8_sector", "v6_packed")),
+    (np.float32, (5_000_000, 4), ("v7_vec16", "v8_sector")),
+    (np.float16, (9_000_000, 8), ("v7_vec16", "v8_sector")),
+    (np.uint8, (17_000_000, 16), ("v7_vec16", "v8_sector")),
+    (np.float64, (4_200_000, 2), ("v7_vec16", "v8_sector")),
+]
+POISON = {1: 0xA5, 2: 0xDEAD, 4: 0x7FC0DEAD, 8: 0x7FF8DEADBEEF0001}
+
+
+@pytest.mark.parametrize("dtype,shape,names", HUGE, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_transpose_past_grid_limits(dtype, shape, names):
+    """Every shape numba can allocate runs: the launchers split grids past gridDim.y/z = 65535
+    (pointer offsets per batch chunk, a tile-row offset per row chunk); v6_packed hands such
+    shapes to v6_persistent. Exact compare of the bits; out is poisoned first."""
+    a = random_array(shape, dtype)
+    want = np.swapaxes(a, -1, -2)
+    src = cuda.to_device(a)
+    size = np.dtype(dtype).itemsize
+    bits = np.dtype(f"u{size}")
+    for name in (None,) + names:
+        out = cuda.to_device(np.full(want.shape, POISON[size], bits).view(dtype))
+        assert transpose(src, out, kernel=name) is out
+        got = out.copy_to_host()
+        np.testing.assert_array_equal(got.view(bits), want.view(bits), err_msg=str(name))
