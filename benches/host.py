@@ -20,25 +20,13 @@ and package versions.
 """
 
 import argparse
-import importlib.util
 import os
 import sys
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
 
 BENCH = "host"
 DEFAULT_SIZES = (256, 1024, 4096)
@@ -47,13 +35,13 @@ HOLD_CYCLES = 400_000_000      # ~0.2 s of GPU wait: longer than queuing one rou
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=common.argparse_type(
-        lambda t: [common.positive_int(x) for x in t.split(",")]), default=list(DEFAULT_SIZES),
+    p.add_argument("--sizes", type=bench.argparse_type(
+        lambda t: [bench.positive_int(x) for x in t.split(",")]), default=list(DEFAULT_SIZES),
         help="comma list of n (default 256,1024,4096)")
     p.add_argument("--ops", default=None, help="comma list or globs of op names")
-    p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=200)
-    p.add_argument("--rounds", type=common.argparse_type(common.positive_int), default=5)
-    p.add_argument("--warmup", type=common.argparse_type(common.positive_int), default=3)
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=200)
+    p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=5)
+    p.add_argument("--warmup", type=bench.argparse_type(bench.positive_int), default=3)
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--plot", metavar="PNG", default=None,
                    help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
@@ -83,7 +71,7 @@ def ops(torch, n):
 
 def row(op, n, rounds_us):
     """One result: the op, n, its median host us and the rounds."""
-    return {"op": op, "n": n, "host_us": common.median(rounds_us),
+    return {"op": op, "n": n, "host_us": bench.median(rounds_us),
             "rounds_us": list(rounds_us)}
 
 
@@ -93,21 +81,21 @@ def line(r):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch, why = common.import_optional("torch")
+    torch, why = bench.import_optional("torch")
     if torch is None:
-        common.log(f"torch is needed: {why}")
+        bench.log(f"torch is needed: {why}")
         return 2
     if not hasattr(torch.cuda, "_sleep"):
-        common.log("torch.cuda._sleep is needed to hold the GPU while calls are queued")
+        bench.log("torch.cuda._sleep is needed to hold the GPU while calls are queued")
         return 2
-    env = common.gpu_environment()
+    env = bench.gpu_environment()
     print(f"# {env['gpu']}, driver {env['driver']}; host us per call, median of {args.rounds} "
           f"rounds of {args.iters} calls after {args.warmup} warm-ups, GPU held")
     hold = lambda: torch.cuda._sleep(HOLD_CYCLES)      # noqa: E731
     results = []
     for n in args.sizes:
         table = ops(torch, n)
-        names = common.select_names(table, args.ops)
+        names = bench.select_names(table, args.ops)
         for name in names:
             for _ in range(args.warmup):
                 table[name]()
@@ -115,21 +103,21 @@ def main(argv=None):
         rounds = {name: [] for name in names}
         for _ in range(args.rounds):
             for name in names:
-                rounds[name].append(common.host_us_per_call(table[name], args.iters, hold,
+                rounds[name].append(bench.host_us_per_call(table[name], args.iters, hold,
                                                             torch.cuda.synchronize))
         for name in names:
             results.append(row(name, n, rounds[name]))
             print(line(results[-1]), flush=True)
         del table
-        common.free_device_memory()
+        bench.free_device_memory()
     if args.json or args.plot:
-        common.save_results(args, {
-            "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
-            "versions": common.package_versions(), "iters": args.iters,
+        bench.save_results(args, {
+            **bench.report_header(BENCH, env, bench.package_versions()),
+            "iters": args.iters,
             "rounds": args.rounds, "warmup": args.warmup,
             "timing": "host_us: time.perf_counter over back-to-back calls queued behind a GPU "
                       "wait, per call; median of rounds",
-            "results": results, "command": " ".join(sys.argv), "timestamp": common.timestamp()})
+            "results": results, "command": " ".join(sys.argv), "timestamp": bench.timestamp()})
     return 0
 
 
