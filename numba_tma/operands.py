@@ -9,8 +9,8 @@ or unknown typestr, big-endian (byte-swapped) elements, strides whose count diff
 rank, a negative extent, a NULL, negative, 64-bit-overflowing or element-misaligned address, and
 a read-only array where the operand is written. None of it calls the driver.
 :func:`check_device` then compares the array's device with the launch device (numba's current
-one): for torch from ``tensor.device.index``, for anything else from the pointer, asked of the
-driver once per allocation; without a GPU there is nothing to compare and it returns.
+one) where there are several GPUs: for torch from ``tensor.device.index``, for anything else from
+the pointer, asked of the driver once per allocation; with one GPU or none it costs nothing.
 
 Tensor maps (:mod:`numba_tma.tensormap`), ``transpose()``, ``matmul()`` and the kernels'
 launchers read their operands here (:func:`describe_array` is the tuple form tensor maps use).
@@ -220,11 +220,15 @@ _devices: list[int] = []
 
 
 def _device_count() -> int:
-    """How many GPUs the driver lists (asked once)."""
+    """How many GPUs numba sees (asked once); 0 without a usable driver or under the simulator."""
     if not _devices:
-        from numba import cuda
+        from numba import config, cuda
 
-        _devices.append(len(cuda.gpus))
+        try:
+            n = 0 if config.ENABLE_CUDASIM or not cuda.is_available() else len(cuda.gpus)
+        except Exception:           # a driver that fails to initialise: nothing to compare
+            n = 0
+        _devices.append(n)
     return _devices[0]
 
 
@@ -276,16 +280,17 @@ def pointer_device(ptr: int, *, refresh: bool = False) -> int | None:
 
 
 def check_device(op: Operand, argname: str, device: int | None = None) -> None:
-    """``op`` must live on the launch device (``device``, default numba's current one). Cheap:
-    torch tensors name their device; other pointers are asked once per allocation, and not at all
-    on a one-GPU machine (all device memory is then on it). Without a GPU, nothing to check."""
+    """``op`` must live on the launch device (``device``, default numba's current one). Free on a
+    machine with one GPU or none (every device array is then on the launch device, or there is
+    nothing to compare); with several, torch tensors name their device and other pointers are
+    asked of the driver once per allocation."""
+    if op.size == 0 or (device is None and _device_count() <= 1):
+        return
     current = launch_device() if device is None else device
-    if current is None or op.size == 0:
+    if current is None:
         return
     if op.device is not None:
         owner = op.device
-    elif _device_count() <= 1:
-        return
     else:
         owner = pointer_device(op.ptr)
         if owner is not None and owner != current:
