@@ -176,10 +176,6 @@ def load_library():
     return red
 
 
-def _why(exc):
-    return f"{type(exc).__name__}: {exc}"
-
-
 def run_candidate(name, role, launch, output, shape, ref, abs_sum, args, note=None):
     """Check ``launch()`` (its output via ``output(ret)``), then time it."""
     from numba import cuda
@@ -192,8 +188,8 @@ def run_candidate(name, role, launch, output, shape, ref, abs_sum, args, note=No
             check_sums(output(ret), ref, abs_sum, shape[0])
     except Exception as exc:
         if not bench.context_alive():
-            raise RuntimeError(f"CUDA context lost under {name}: {_why(exc)}") from exc
-        return make_result(name, role, shape, "failed", reason=f"check run: {_why(exc)}", note=note)
+            raise RuntimeError(f"CUDA context lost under {name}: {bench.why(exc)}") from exc
+        return make_result(name, role, shape, "failed", reason=f"check run: {bench.why(exc)}", note=note)
     how = None if output is None else "every column vs float64 host sums, float32 bound"
     if not ok:
         return make_result(name, role, shape, "failed", reason=why, check=how, ratio=ratio,
@@ -202,7 +198,7 @@ def run_candidate(name, role, launch, output, shape, ref, abs_sum, args, note=No
     try:
         times = bench.time_cuda(launch, args.iters, args.warmup)
     except Exception as exc:
-        return make_result(name, role, shape, "failed", reason=f"timing: {_why(exc)}", note=note)
+        return make_result(name, role, shape, "failed", reason=f"timing: {bench.why(exc)}", note=note)
     return make_result(name, role, shape, "ok", times=times, check=how, ratio=ratio, note=note)
 
 
@@ -270,7 +266,7 @@ def main(argv=None, library=None):
         try:
             red = load_library()
         except Exception as exc:
-            print(f"error: numba_tma.kernels.reduce is not importable ({_why(exc)})",
+            print(f"error: numba_tma.kernels.reduce is not importable ({bench.why(exc)})",
                   file=sys.stderr)
             return 2
     from numba import cuda
@@ -278,7 +274,7 @@ def main(argv=None, library=None):
     try:
         cuda.current_context()
     except Exception as exc:
-        print(f"error: no usable CUDA GPU ({_why(exc)}); this bench only runs on the GPU",
+        print(f"error: no usable CUDA GPU ({bench.why(exc)}); this bench only runs on the GPU",
               file=sys.stderr)
         return 2
     torch = cupy = None
@@ -307,7 +303,7 @@ def main(argv=None, library=None):
         try:
             rows = run_shape(shape, args, red, torch, cupy, reasons, rng)
         except Exception as exc:                        # allocation failure, lost context
-            rows = [make_result("*", "config", shape, "failed", reason=_why(exc))]
+            rows = [make_result("*", "config", shape, "failed", reason=bench.why(exc))]
         bench.free_device_memory()
         copy_gbps = rows[0]["copy_GBps"] if rows else None
         configs.append({"shape": [int(x) for x in shape], "dtype": DTYPE, "copy_GBps": copy_gbps})

@@ -430,29 +430,6 @@ class ContextLost(RuntimeError):
     pass
 
 
-def _skippable(exc):
-    """A launcher's TypeError/ValueError/RuntimeError means "not supported" (skipped), unless it
-    is a CUDA driver error or a numba compile error (failed)."""
-    try:
-        from numba.cuda.cudadrv.error import CudaDriverError
-        from numba.cuda.cudadrv.driver import CudaAPIError
-        hard = (CudaDriverError, CudaAPIError)
-    except Exception:
-        hard = ()
-    try:
-        from numba.core.errors import NumbaError
-        hard += (NumbaError,)
-    except Exception:
-        pass
-    if hard and isinstance(exc, hard):
-        return False
-    return isinstance(exc, (TypeError, ValueError, RuntimeError))
-
-
-def _why(exc):
-    return f"{type(exc).__name__}: {exc}"
-
-
 def run_candidate(cand, cfg, tools, args, rng):
     """Check, then time one candidate; returns its result row. Raises ContextLost when the CUDA
     context died under it."""
@@ -463,9 +440,9 @@ def run_candidate(cand, cfg, tools, args, rng):
         return make_result(cand.name, cand.role, dtype, shape, status, note=cand.note, **kw)
 
     def failed(stage, exc, how=None):
-        row = result("failed", reason=f"{stage}: {_why(exc)}", check=how)
+        row = result("failed", reason=f"{stage}: {bench.why(exc)}", check=how)
         if not bench.context_alive():
-            raise ContextLost(f"CUDA context lost after {cand.name} ({_why(exc)})") from exc
+            raise ContextLost(f"CUDA context lost after {cand.name} ({bench.why(exc)})") from exc
         return row
 
     bench.log(f"  {cand.name}: check")
@@ -474,10 +451,10 @@ def run_candidate(cand, cfg, tools, args, rng):
     try:
         ret = cand.launch()
     except Exception as exc:
-        if _skippable(exc):
+        if bench.skippable(exc):
             if not bench.context_alive():
-                raise ContextLost(f"CUDA context lost after {cand.name} ({_why(exc)})") from exc
-            return result("skipped", reason=_why(exc))
+                raise ContextLost(f"CUDA context lost after {cand.name} ({bench.why(exc)})") from exc
+            return result("skipped", reason=bench.why(exc))
         return failed("launch", exc)
     how = "none (a plain copy)"
     try:
@@ -526,13 +503,13 @@ def baseline_candidates(cfg, torch, cupy, want_baselines):
                                 baselines.cublas_geam_transpose(cupy, d_src, d_out),
                                 lambda ret: d_out, note="C = A^T by cublas<s|d>geam"))
     except Exception as exc:
-        skipped.append((CUBLAS, _why(exc) if cupy is not None else cfg["cupy_reason"]))
+        skipped.append((CUBLAS, bench.why(exc) if cupy is not None else cfg["cupy_reason"]))
     try:
         others.append(Candidate(NUMBA_BUNDLED, "baseline",
                                 baselines.numba_bundled_transpose(d_src, d_out),
                                 lambda ret: d_out, note="transpose(a, b), compiled once"))
     except Exception as exc:
-        skipped.append((NUMBA_BUNDLED, f"not importable ({_why(exc)})"))
+        skipped.append((NUMBA_BUNDLED, f"not importable ({bench.why(exc)})"))
     return copies, others, skipped
 
 
@@ -587,7 +564,7 @@ def run_config(shape, dtype, args, library, selected, torch, cupy, reasons, tool
     except Exception as exc:
         cfg.clear()
         return [make_result("*", "config", dtype, shape, "skipped",
-                            reason=f"allocation failed: {_why(exc)}")]
+                            reason=f"allocation failed: {bench.why(exc)}")]
     try:
         copies, others, skipped = baseline_candidates(cfg, torch, cupy, not args.no_baselines)
         copy_rows = [run_candidate(c, cfg, tools, args, rng) for c in copies]
@@ -599,7 +576,7 @@ def run_config(shape, dtype, args, library, selected, torch, cupy, reasons, tool
             bench.free_device_memory()
         if isinstance(library, BaseException):
             rows.append(make_result("numba_tma.transpose", "kernel", dtype, shape, "skipped",
-                                    reason=f"not importable ({_why(library)})"))
+                                    reason=f"not importable ({bench.why(library)})"))
         else:
             for cand in library_candidates(cfg, library, selected):
                 rows.append(run_candidate(cand, cfg, tools, args, rng))
@@ -617,7 +594,7 @@ def main(argv=None, library=None):
             library = load_library()
         except Exception as exc:             # reported as a skipped row in every config
             library = exc
-            bench.log(f"numba_tma.transpose not importable: {_why(exc)}")
+            bench.log(f"numba_tma.transpose not importable: {bench.why(exc)}")
     selected = []
     if not isinstance(library, BaseException):
         try:
@@ -643,7 +620,7 @@ def main(argv=None, library=None):
     try:
         cuda.current_context()               # create the context before reading the device
     except Exception as exc:
-        print(f"error: no usable CUDA GPU ({_why(exc)}); this bench only runs on the GPU",
+        print(f"error: no usable CUDA GPU ({bench.why(exc)}); this bench only runs on the GPU",
               file=sys.stderr)
         return 2
     env = bench.gpu_environment()

@@ -439,12 +439,12 @@ def test_launcher_errors_skip_or_fail():
     from numba.core.errors import TypingError
     from numba.cuda.cudadrv.driver import CudaAPIError
 
-    assert bench._skippable(TypeError("float64 unsupported"))
-    assert bench._skippable(ValueError("rows must be 16-byte multiples"))
-    assert bench._skippable(RuntimeError("no sm_90"))
-    assert not bench._skippable(CudaAPIError(700, "illegal address"))
-    assert not bench._skippable(TypingError("bad kernel"))
-    assert not bench._skippable(KeyError("x"))
+    assert toolkit.skippable(TypeError("float64 unsupported"))
+    assert toolkit.skippable(ValueError("rows must be 16-byte multiples"))
+    assert toolkit.skippable(RuntimeError("no sm_90"))
+    assert not toolkit.skippable(CudaAPIError(700, "illegal address"))
+    assert not toolkit.skippable(TypingError("bad kernel"))
+    assert not toolkit.skippable(KeyError("x"))
 
 
 # --- one whole run under the CUDA simulator -------------------------------------------------------

@@ -35,18 +35,18 @@ from .env import (context_alive, dist_version, free_device_memory, gpu_environme
                   import_optional, package_versions)
 from .plot import BASELINES, PLOTS, plot_panels, plot_size, write_plot
 from .report import (fmt, format_table, jsonable, log, one_line, report_header, save_results,
-                     timestamp, write_json)
+                     skippable, timestamp, why, write_json)
 from .stats import gbps, geomean, median, pct_of, speedup, summarize
 from .timing import (copy_bandwidth, do_bench, host_us_per_call, interleaved_rounds, time_cuda,
                      time_cuda_batch)
 
 __all__ = [
-    "BASELINES", "DTYPE_ALIASES", "PLOTS", "SUPPORTED_DTYPES", "argparse_type", "context_alive",
-    "copy_bandwidth", "dist_version", "do_bench", "fmt", "format_table", "free_device_memory",
-    "gbps", "geomean", "gpu_environment", "host_us_per_call", "import_optional",
-    "interleaved_rounds", "jsonable", "log", "median", "nonnegative_int", "one_line",
-    "package_versions", "parse_dtype", "parse_dtype_list", "pct_of", "plot_panels", "plot_size",
-    "positive_int", "random_array", "report_header", "save_results", "select_names", "speedup",
-    "summarize", "time_cuda", "time_cuda_batch", "timestamp", "uint_view_dtype", "write_json",
-    "write_plot",
+    "argparse_type", "BASELINES", "context_alive", "copy_bandwidth", "dist_version",
+    "do_bench", "DTYPE_ALIASES", "fmt", "format_table", "free_device_memory", "gbps",
+    "geomean", "gpu_environment", "host_us_per_call", "import_optional", "interleaved_rounds",
+    "jsonable", "log", "median", "nonnegative_int", "one_line", "package_versions",
+    "parse_dtype", "parse_dtype_list", "pct_of", "plot_panels", "plot_size", "PLOTS",
+    "positive_int", "random_array", "report_header", "save_results", "select_names",
+    "skippable", "speedup", "summarize", "SUPPORTED_DTYPES", "time_cuda", "time_cuda_batch",
+    "timestamp", "uint_view_dtype", "why", "write_json", "write_plot",
 ]

@@ -98,3 +98,28 @@ def report_header(bench, env, versions, **fields):
     (:func:`~numba_tma.bench.env.package_versions`), then ``fields`` in order."""
     return {"bench": bench, "gpu": env.get("gpu"), "driver": env.get("driver"), "env": env,
             "versions": versions, **fields}
+
+
+def why(exc):
+    """An exception as ``"TypeError: message"`` (a result row's reason)."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def skippable(exc):
+    """Whether a launcher's exception means "not supported here" (the row is skipped): a
+    TypeError, ValueError or RuntimeError, unless it is a CUDA driver error or a numba compile
+    error (the row failed)."""
+    try:
+        from numba.cuda.cudadrv.driver import CudaAPIError
+        from numba.cuda.cudadrv.error import CudaDriverError
+        hard = (CudaDriverError, CudaAPIError)
+    except Exception:
+        hard = ()
+    try:
+        from numba.core.errors import NumbaError
+        hard += (NumbaError,)
+    except Exception:
+        pass
+    if hard and isinstance(exc, hard):
+        return False
+    return isinstance(exc, (TypeError, ValueError, RuntimeError))
