@@ -127,14 +127,17 @@ def _check_shape(shape: Any, strides: Any, argname: str) -> tuple[tuple[int, ...
     return shape, strides
 
 
-def _element_alignment(itemsize: int) -> int:
-    """What an element's address must be a multiple of (numpy's alignment of plain numbers): its
-    size for 1, 2, 4 and 8 bytes, 8 beyond (complex128), the largest power of two dividing an
-    odd size (records, strings)."""
+def _element_alignment(itemsize: int, dt: np.dtype | None = None) -> int:
+    """What an element's address must be a multiple of: numpy's alignment of the interface's
+    dtype (complex64: 4), or for raw bytes (void typestrs such as bfloat16's ``<V2``) and torch
+    elements the largest power of two dividing the size, at most 8."""
+    if dt is not None and dt.kind != "V":
+        return dt.alignment
     return min(itemsize & -itemsize, 8) if itemsize else 1
 
 
-def _check_pointer(ptr: Any, itemsize: int, size: int, argname: str) -> int:
+def _check_pointer(ptr: Any, itemsize: int, size: int, argname: str,
+                   dt: np.dtype | None = None) -> int:
     try:
         ptr = int(ptr)
     except (TypeError, ValueError):
@@ -146,7 +149,7 @@ def _check_pointer(ptr: Any, itemsize: int, size: int, argname: str) -> int:
     if ptr >= _MAX_ADDRESS:
         raise ValueError(f"{argname}'s global address {ptr:#x} does not fit in 64 bits; it is "
                          f"not a device pointer")
-    align = _element_alignment(itemsize)
+    align = _element_alignment(itemsize, dt)
     if ptr % align:
         raise ValueError(f"{argname}'s global address {ptr:#x} is not aligned to its "
                          f"{itemsize}-byte elements (address % {align} = {ptr % align})")
@@ -172,13 +175,14 @@ def read_operand(array: Any, argname: str = "array", *, writable: bool = False) 
         return Operand(shape, strides, itemsize, array.dtype, ptr, False, device)
     cai = _interface(array, argname)
     typestr = cai["typestr"]
-    itemsize = _element_type(typestr, argname).itemsize
+    dt = _element_type(typestr, argname)
+    itemsize = dt.itemsize
     shape, strides = _check_shape(cai["shape"], cai.get("strides"), argname)
     data = cai["data"]
     if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise TypeError(f"{argname}'s __cuda_array_interface__ data is {data!r}; it must be a "
                         f"(pointer, read_only) pair")
-    ptr = _check_pointer(data[0], itemsize, _prod(shape), argname)
+    ptr = _check_pointer(data[0], itemsize, _prod(shape), argname, dt)
     readonly = bool(data[1])
     if writable and readonly:
         raise ValueError(f"{argname} is read-only (its __cuda_array_interface__ data is "

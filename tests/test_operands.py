@@ -124,6 +124,10 @@ def test_read_operand_accepts_what_kernels_take():
     assert read_operand(Fake((0, 8), ptr=0), "a", writable=True).ptr == 0
     assert read_operand(Fake((8, 8), readonly=True), "a").readonly
     assert read_operand(without("version"), "a").shape == (8, 8)    # some exporters omit it
+    # Elements are aligned as numpy aligns them: complex64 to 4 bytes, bfloat16 bytes to 2.
+    assert read_operand(Fake((8,), "<c8", ptr=BASE + 4), "a").ptr == BASE + 4
+    with pytest.raises(ValueError, match=re.escape("(address % 2 = 1)")):
+        read_operand(Fake((8,), "<V2", ptr=BASE + 1), "a")
     t = read_operand(FakeTorch((4, 8), index=1), "a")
     assert t.device == 1 and t.strides == (16, 2) and t.dtype == "float16"
 
