@@ -30,9 +30,9 @@ Per shape (M, N, K) the script makes fresh random inputs (standard normal, round
 
 Baselines, for each (input, output) dtype pair some kernel runs: cuBLAS through
 ``torch.matmul(a, b, out=)`` (fp32 output from 16-bit inputs: torch.matmul's 16-bit result, cast
-after), and Triton: the tutorial-structured matmul below (grouped tile raster, ``tl.dot`` over K
-into fp32; told that rows are 16-byte aligned where N, K and the row strides are multiples of 8,
-as it infers that only from multiples of 16), autotuned over ``TRITON_CONFIGS`` per (M, N, K)
+after), and Triton: the tutorial-structured matmul of ``numba_tma.bench.baselines`` (grouped
+tile raster, ``tl.dot`` over K into fp32; told that rows are 16-byte aligned where N, K and the row strides are multiples of 8,
+as it infers that only from multiples of 16), autotuned over its ``TRITON_CONFIGS`` per (M, N, K)
 and dtypes at its first call, which is the untimed check; the timed calls go straight to the
 chosen config. Without Triton its column shows ``-``. The seed-004 SIMT GEMM is fp32 and runs
 once per shape against cuBLAS fp32 (TF32 off; Triton has no fp32 baseline here).
@@ -46,26 +46,15 @@ mean of x cuBLAS and x Triton per kernel. Exit status 1 when a numba_tma kernel 
 import argparse
 import dataclasses
 import functools
-import importlib.util
 import os
 import sys
 import time
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
+from numba_tma.bench.baselines import cublas_matmul, triton_config_label, triton_matmul  # noqa: E402,E501
 
 BENCH = "gemm"
 GEMM_DTYPES = ("float16", "bfloat16")          # the input dtypes a run can ask for
@@ -80,22 +69,6 @@ SIMT_MAX = 4096                 # the SIMT GEMM runs on shapes up to this size (
 #: max|C - ref| / max|ref| allowed: output rounding (2^-8 bf16, 2^-11 f16) plus accumulation.
 BOUND = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-4}
 HOLD_CYCLES = 200_000_000      # ~0.1 s of GPU wait: longer than queuing any timed batch
-
-#: Triton's autotuning space, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps): Hopper tiles
-#: (wgmma wants 64-row multiples; <= 192 KiB of pipelined smem), big ones for the large shapes,
-#: smaller ones to fill 132 SMs at 1024^3. Kept short: each is compiled per dtype pair and per
-#: divisibility of M, N, K and tried at every shape.
-TRITON_CONFIGS = (
-    (128, 256, 64, 3, 8),
-    (256, 128, 64, 3, 8),
-    (128, 256, 32, 4, 8),
-    (128, 128, 64, 4, 4),
-    (128, 128, 64, 5, 8),
-    (64, 256, 64, 4, 4),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-)
-TRITON_GROUP_M = 8              # tile rows that walk N together (B tiles reused from L2)
 
 HEADERS = ["M x N x K", "dtype", "kernel", "us", "TFLOP/s", "x cuBLAS", "x Triton", "host us",
            "wall us", "x cuBLAS wall", "check"]
@@ -121,22 +94,22 @@ def parse_dtypes(text):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--size", type=common.argparse_type(common.positive_int), action="append",
+    p.add_argument("--size", type=bench.argparse_type(bench.positive_int), action="append",
                    help="a cube M = N = K (repeatable; default 1024 2048 4096 8192)")
-    p.add_argument("--shape", nargs=3, type=common.argparse_type(common.positive_int),
+    p.add_argument("--shape", nargs=3, type=bench.argparse_type(bench.positive_int),
                    action="append", metavar=("M", "N", "K"), help="an extra shape (repeatable)")
     p.add_argument("--no-default-shapes", action="store_true",
                    help="skip the built-in non-square/odd shapes")
-    p.add_argument("--dtype", dest="dtypes", type=common.argparse_type(parse_dtypes),
+    p.add_argument("--dtype", dest="dtypes", type=bench.argparse_type(parse_dtypes),
                    default=list(DEFAULT_DTYPES),
                    help="comma list of input dtypes, each run at every shape "
                         "(default float16,bfloat16)")
     p.add_argument("--kernels", default=None, help="comma list or globs of kernel names")
-    p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=30)
-    p.add_argument("--rounds", type=common.argparse_type(common.positive_int), default=3,
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=30)
+    p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=3,
                    help="timing rounds, each over cuBLAS, Triton and every kernel (default 3)")
-    p.add_argument("--warmup", type=common.argparse_type(common.nonnegative_int), default=5)
-    p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None)
+    p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5)
+    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None)
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--plot", metavar="PNG", default=None,
                    help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
@@ -179,111 +152,6 @@ def kernels(torch):
     return table
 
 
-# --- the Triton baseline ----------------------------------------------------------------------
-
-triton = tl = None              # imported by triton_matmul(): the kernel's globals
-
-
-@functools.lru_cache(maxsize=None)
-def triton_matmul():
-    """``(tune, None)``, or ``(None, reason)`` where Triton is not importable.
-
-    ``tune(a, b, out)`` computes ``out = a @ b`` (torch tensors: ``a`` (M, K) and ``b`` (K, N)
-    float16 or bfloat16, any strides; ``out`` (M, N) float16, bfloat16 or float32) with the
-    Triton kernel autotuned over ``TRITON_CONFIGS`` for this (M, N, K) and these dtypes, and
-    returns ``(launch, config)``: ``launch()`` reruns it on the same tensors with the chosen
-    config, straight to the jitted kernel, so a timed call can never autotune.
-    """
-    mod, why = common.import_optional("triton")
-    if mod is None:
-        return None, why
-    global triton, tl           # Triton resolves the kernel's names through its module globals
-    import triton
-    import triton.language as tl
-    import triton.testing
-
-    @triton.jit
-    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                      stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr, ALIGN: tl.constexpr):
-        # Rows of a multiple of 8 elements are 16-byte aligned, but Triton infers alignment only
-        # from arguments divisible by 16 (its specialization). Rounding N, K and the row strides
-        # down to ALIGN, a no-op (8 only where the host saw multiples of 8), proves it, so the
-        # loads are vectorized and pipelined at shapes such as N = 4104 or 1000 too.
-        N = N // ALIGN * ALIGN
-        K = K // ALIGN * ALIGN
-        stride_am = stride_am // ALIGN * ALIGN
-        stride_bk = stride_bk // ALIGN * ALIGN
-        stride_cm = stride_cm // ALIGN * ALIGN
-        # Grouped raster: GROUP_M tile rows sweep the tile columns together, so the B tiles
-        # they share are read from L2 rather than HBM.
-        pid = tl.program_id(0)
-        tiles_m = tl.cdiv(M, BLOCK_M)
-        tiles_n = tl.cdiv(N, BLOCK_N)
-        per_group = GROUP_M * tiles_n
-        first_m = (pid // per_group) * GROUP_M
-        group_m = min(tiles_m - first_m, GROUP_M)
-        pid_m = first_m + (pid % per_group) % group_m
-        pid_n = (pid % per_group) // group_m
-        # Rows and columns past M and N wrap onto valid ones, so the loads need a mask only
-        # along K; the store is masked.
-        offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-        offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-        offs_k = tl.arange(0, BLOCK_K)
-        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for kt in range(0, tl.cdiv(K, BLOCK_K)):
-            k_left = K - kt * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            acc = tl.dot(a, b, acc)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
-        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
-                 mask=(rows[:, None] < M) & (cols[None, :] < N))
-
-    def bench(fn, quantiles):
-        # Shorter than Triton's default (25 ms warm-up, 100 ms of runs) per config: enough to
-        # rank them, and it keeps the tuning of every (shape, dtypes) key to seconds.
-        return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
-
-    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-                              "GROUP_M": TRITON_GROUP_M}, num_stages=stages, num_warps=warps)
-               for bm, bn, bk, stages, warps in TRITON_CONFIGS]
-    tuned_kernel = triton.autotune(configs, key=["M", "N", "K"], do_bench=bench)(matmul_kernel)
-
-    def grid(M, N, meta):
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-
-    def tune(a, b, out):
-        (M, K), (Kb, N) = a.shape, b.shape
-        if Kb != K or tuple(out.shape) != (M, N):
-            raise ValueError(f"shapes {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(out.shape)}")
-        if a.dtype != b.dtype or str(a.dtype).split(".")[-1] not in GEMM_DTYPES:
-            raise TypeError(f"float16 or bfloat16 inputs; got {a.dtype} and {b.dtype}")
-        args = (a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride())
-        align = 8 if all(v % 8 == 0 for v in (N, K, a.stride(0), b.stride(0), out.stride(0))) else 1
-        tuned_kernel[lambda meta: grid(M, N, meta)](*args, ALIGN=align)  # tunes on a new key
-        config = tuned_kernel.best_config
-        launch = functools.partial(matmul_kernel[grid(M, N, config.kwargs)], *args, ALIGN=align,
-                                   **config.all_kwargs())
-        return launch, config
-
-    return tune, None
-
-
-def config_label(config):
-    """``128x256x64 s3 w8`` for a triton.Config of the kernel above."""
-    kw = config.kwargs
-    return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{config.num_stages} "
-            f"w{config.num_warps}")
-
-
 # --- results: pure helpers --------------------------------------------------------------------
 
 def bound(kin, kout):
@@ -305,18 +173,18 @@ def score(row, rounds_ms, flop, cublas_ms=None, triton_ms=None, wall_ms=(),
     """Fill a timed row from its per-round device times (ms) and wall times per call (ms),
     given its baselines' (median ms, None where there is none): ``us``, ``TFLOPs``,
     ``x_cublas``, ``x_triton``, ``wall_us``, ``x_cublas_wall``, ``rounds_us``. Returns it."""
-    ms = common.median(rounds_ms)
-    wall = common.median(wall_ms) if wall_ms else None
+    ms = bench.median(rounds_ms)
+    wall = bench.median(wall_ms) if wall_ms else None
     row.update(status="ok", us=ms * 1e3, TFLOPs=flop / (ms * 1e-3) / 1e12,
-               x_cublas=common.speedup(cublas_ms, ms), x_triton=common.speedup(triton_ms, ms),
+               x_cublas=bench.speedup(cublas_ms, ms), x_triton=bench.speedup(triton_ms, ms),
                wall_us=None if wall is None else wall * 1e3,
-               x_cublas_wall=common.speedup(cublas_wall_ms, wall),
+               x_cublas_wall=bench.speedup(cublas_wall_ms, wall),
                rounds_us=[t * 1e3 for t in rounds_ms])
     return row
 
 
 def _x(value):
-    return f"{common.fmt(value)}x"
+    return f"{bench.fmt(value)}x"
 
 
 def perf_line(row):
@@ -327,7 +195,7 @@ def perf_line(row):
     label = dtype_label(row["in_dtype"], row["out_dtype"]) + ":"
     return (f"Perf ({m}, {n}, {k}) {label:18s} {row['kernel']:18s} {row['us']:9.1f} us | "
             f"{row['TFLOPs']:6.1f} TFLOP/s | {_x(row['x_cublas'])} cuBLAS | "
-            f"{_x(row['x_triton'])} Triton | wall {common.fmt(row.get('wall_us'), '.1f')} us | "
+            f"{_x(row['x_triton'])} Triton | wall {bench.fmt(row.get('wall_us'), '.1f')} us | "
             f"rounds {rounds} TFLOP/s")
 
 
@@ -349,9 +217,9 @@ def table_row(row):
     cells = [f"{m}x{n}x{k}", dtype_label(row["in_dtype"], row["out_dtype"]), row["kernel"]]
     if row.get("status") != "ok":
         return cells + ["-"] * 7 + [_check_text(row)]
-    return cells + [f"{row['us']:.1f}", f"{row['TFLOPs']:.1f}", common.fmt(row["x_cublas"]),
-                    common.fmt(row["x_triton"]), common.fmt(row.get("host_us"), ".0f"),
-                    common.fmt(row.get("wall_us"), ".1f"), common.fmt(row.get("x_cublas_wall")),
+    return cells + [f"{row['us']:.1f}", f"{row['TFLOPs']:.1f}", bench.fmt(row["x_cublas"]),
+                    bench.fmt(row["x_triton"]), bench.fmt(row.get("host_us"), ".0f"),
+                    bench.fmt(row.get("wall_us"), ".1f"), bench.fmt(row.get("x_cublas_wall")),
                     _check_text(row)]
 
 
@@ -362,7 +230,7 @@ def geomeans(results, field, skip=None):
     for row in results:
         if row["kernel"] != skip and row.get("status") == "ok" and row.get(field) is not None:
             values.setdefault(row["kernel"], []).append(row[field])
-    return {name: (common.geomean(xs), len(xs)) for name, xs in values.items()}
+    return {name: (bench.geomean(xs), len(xs)) for name, xs in values.items()}
 
 
 def geomean_line(name, x_cublas, x_triton):
@@ -387,10 +255,6 @@ class Timed:
     key: tuple
     ms: list = dataclasses.field(default_factory=list)
     wall: list = dataclasses.field(default_factory=list)
-
-
-def _matmul_cast(torch, a, b, out):
-    out.copy_(torch.matmul(a, b))
 
 
 class ShapeRun:
@@ -440,10 +304,7 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
         key = (kin, kout)
         ta, tb = run.operands(kin)
         cout = torch.empty((m, n), device="cuda", dtype=getattr(torch, kout))
-        if kout == kin:
-            fn = functools.partial(torch.matmul, ta, tb, out=cout)
-        else:   # fp32 output from 16-bit inputs: torch.matmul's 16-bit result, cast after
-            fn = functools.partial(_matmul_cast, torch, ta, tb, cout)
+        fn = cublas_matmul(torch, ta, tb, cout)     # fp32 out: the 16-bit result, cast after
         cublas[key] = Timed(new_row("cublas", shape, kin, kout), fn, key)
         base_rows.append(cublas[key].row)
         if tune_triton is None or kin not in GEMM_DTYPES:
@@ -458,9 +319,9 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
             launch()                                        # write all of out
             torch.cuda.synchronize()
         except Exception as exc:    # Triton's compile and launch errors share no base class
-            row.update(status="skipped", reason=common.one_line(exc))
+            row.update(status="skipped", reason=bench.one_line(exc))
             return
-        row.update(rel_err=run.rel_err(tout, kin), config=config_label(config))
+        row.update(rel_err=run.rel_err(tout, kin), config=triton_config_label(config))
         if not row["rel_err"] <= bound(kin, kout):
             row["status"] = "FAILED"
             return
@@ -485,7 +346,7 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
             fn(ta, tb, out)
             torch.cuda.synchronize()
         except (TypeError, ValueError, RuntimeError) as exc:
-            row.update(status="skipped", reason=common.one_line(exc))
+            row.update(status="skipped", reason=bench.one_line(exc))
             continue
         row["rel_err"] = run.rel_err(out, kin)
         if not row["rel_err"] <= bound(kin, kout):
@@ -498,17 +359,17 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
 
     # Rounds: cuBLAS, Triton, then each kernel, again and again (the clock drifts with power).
     entries = list(cublas.values()) + list(triton_.values()) + timed
-    for _ in range(args.rounds):
-        for t in entries:
-            t.ms.append(common.median(common.time_cuda(t.fn, args.iters, args.warmup, hold=hold)))
-            t.wall.append(common.time_cuda_batch(t.fn, args.iters, args.warmup))
-    cublas_ms = {key: common.median(t.ms) for key, t in cublas.items()}
-    cublas_wall = {key: common.median(t.wall) for key, t in cublas.items()}
-    triton_ms = {key: common.median(t.ms) for key, t in triton_.items()}
+    rounds = bench.interleaved_rounds([t.fn for t in entries], args.rounds, args.iters,
+                                      args.warmup, hold=hold, wall=True)
+    for t, (ms, wall) in zip(entries, rounds):
+        t.ms, t.wall = ms, wall
+    cublas_ms = {key: bench.median(t.ms) for key, t in cublas.items()}
+    cublas_wall = {key: bench.median(t.wall) for key, t in cublas.items()}
+    triton_ms = {key: bench.median(t.ms) for key, t in triton_.items()}
     for t in entries:
         score(t.row, t.ms, 2 * m * n * k, cublas_ms.get(t.key), triton_ms.get(t.key), t.wall,
               cublas_wall.get(t.key))
-        t.row["host_us"] = (common.host_us_per_call(t.fn, args.iters, hold,
+        t.row["host_us"] = (bench.host_us_per_call(t.fn, args.iters, hold,
                                                     torch.cuda.synchronize) if hold else None)
         print(perf_line(t.row), flush=True)
     return base_rows + kernel_rows, failed
@@ -516,22 +377,22 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch, why = common.import_optional("torch")
+    torch, why = bench.import_optional("torch")
     if torch is None:
-        common.log(f"torch is needed for the cuBLAS baseline and inputs: {why}")
+        bench.log(f"torch is needed for the cuBLAS baseline and inputs: {why}")
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
     gen = torch.Generator(device="cuda")
     gen.manual_seed(args.seed if args.seed is not None else int(time.time()))
     tune_triton, triton_why = triton_matmul()
-    env = common.gpu_environment()
+    env = bench.gpu_environment()
     print(f"# {env['gpu']} (cc {env['compute_capability']}, {env['sm_count']} SMs), driver "
           f"{env['driver']}; {', '.join(args.dtypes)} inputs; median of {args.iters} runs after "
           f"{args.warmup} warm-ups, {args.rounds} rounds")
     if tune_triton is None:
-        common.log(f"no Triton baseline: {triton_why}")
+        bench.log(f"no Triton baseline: {triton_why}")
     table = kernels(torch)
-    names = common.select_names(table, args.kernels)
+    names = bench.select_names(table, args.kernels)
     hold = (lambda: torch.cuda._sleep(HOLD_CYCLES)) if hasattr(torch.cuda, "_sleep") else None
     results, failed = [], False
     for shape in args.shapes:
@@ -541,9 +402,9 @@ def main(argv=None):
             results += rows
             failed |= bad
         del run
-        common.free_device_memory()
+        bench.free_device_memory()
     print()
-    print(common.format_table(HEADERS, [table_row(r) for r in results], align=TABLE_ALIGN))
+    print(bench.format_table(HEADERS, [table_row(r) for r in results], align=TABLE_ALIGN))
     x_cublas = geomeans(results, "x_cublas", skip="cublas")
     x_triton = geomeans(results, "x_triton", skip="triton")
     for name in ["cublas", "triton"] + names:
@@ -551,16 +412,16 @@ def main(argv=None):
         if line:
             print(line)
     if args.json or args.plot:
-        common.save_results(args, {
-            "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
-            "versions": common.package_versions(extra=("triton",)), "dtype": args.dtypes,
+        bench.save_results(args, {
+            **bench.report_header(BENCH, env, bench.package_versions(extra=("triton",))),
+            "dtype": args.dtypes,
             "iters": args.iters, "rounds": args.rounds,
             "timing": "us: device time, launches queued behind a GPU wait; wall_us: "
                       "back-to-back calls without the wait, per call",
             "warmup": args.warmup, "results": results,
             "geomean_x_cublas": {name: mean for name, (mean, _) in x_cublas.items()},
             "geomean_x_triton": {name: mean for name, (mean, _) in x_triton.items()},
-            "command": " ".join(sys.argv), "timestamp": common.timestamp()})
+            "command": " ".join(sys.argv), "timestamp": bench.timestamp()})
     return 1 if failed else 0
 
 

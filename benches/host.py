@@ -26,25 +26,13 @@ cache)``, ``... process 2 (cache filled)``, the same for ``matmul``, ``host_us``
 """
 
 import argparse
-import importlib.util
 import os
 import sys
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
 
 BENCH = "host"
 DEFAULT_SIZES = (256, 1024, 4096)
@@ -53,13 +41,13 @@ HOLD_CYCLES = 400_000_000      # ~0.2 s of GPU wait: longer than queuing one rou
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=common.argparse_type(
-        lambda t: [common.positive_int(x) for x in t.split(",")]), default=list(DEFAULT_SIZES),
+    p.add_argument("--sizes", type=bench.argparse_type(
+        lambda t: [bench.positive_int(x) for x in t.split(",")]), default=list(DEFAULT_SIZES),
         help="comma list of n (default 256,1024,4096)")
     p.add_argument("--ops", default=None, help="comma list or globs of op names")
-    p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=200)
-    p.add_argument("--rounds", type=common.argparse_type(common.positive_int), default=5)
-    p.add_argument("--warmup", type=common.argparse_type(common.positive_int), default=3)
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=200)
+    p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=5)
+    p.add_argument("--warmup", type=bench.argparse_type(bench.positive_int), default=3)
     p.add_argument("--no-cold", action="store_true", help="skip the two fresh-process runs")
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--plot", metavar="PNG", default=None,
@@ -101,7 +89,7 @@ def framework_ops(n):
     host = {"a": rng.standard_normal((n, n)).astype(np.float16),
             "x": rng.standard_normal((n, n)).astype(np.float32)}
     libs = [("numba", cuda.to_device, lambda shape, dt: cuda.device_array(shape, dt))]
-    cupy, _ = common.import_optional("cupy")
+    cupy, _ = bench.import_optional("cupy")
     if cupy is not None:
         libs.insert(0, ("cupy", cupy.asarray, cupy.empty))
     for lib, put, empty in libs:
@@ -142,7 +130,7 @@ def cold_rows():
             done = subprocess.run([sys.executable, "-c", _COLD], env=env, capture_output=True,
                                   text=True, timeout=600)
             if done.returncode:
-                common.log(done.stderr[-2000:])
+                bench.log(done.stderr[-2000:])
                 raise RuntimeError("a cold-start process failed")
             first = json.loads(done.stdout.strip().splitlines()[-1])
             for op in ("transpose", "matmul"):
@@ -153,7 +141,7 @@ def cold_rows():
 
 def row(op, n, rounds_us):
     """One result: the op, n, its median host us and the rounds."""
-    return {"op": op, "n": n, "host_us": common.median(rounds_us),
+    return {"op": op, "n": n, "host_us": bench.median(rounds_us),
             "rounds_us": list(rounds_us)}
 
 
@@ -163,21 +151,21 @@ def line(r):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch, why = common.import_optional("torch")
+    torch, why = bench.import_optional("torch")
     if torch is None:
-        common.log(f"torch is needed: {why}")
+        bench.log(f"torch is needed: {why}")
         return 2
     if not hasattr(torch.cuda, "_sleep"):
-        common.log("torch.cuda._sleep is needed to hold the GPU while calls are queued")
+        bench.log("torch.cuda._sleep is needed to hold the GPU while calls are queued")
         return 2
-    env = common.gpu_environment()
+    env = bench.gpu_environment()
     print(f"# {env['gpu']}, driver {env['driver']}; host us per call, median of {args.rounds} "
           f"rounds of {args.iters} calls after {args.warmup} warm-ups, GPU held")
     hold = lambda: torch.cuda._sleep(HOLD_CYCLES)      # noqa: E731
     results = []
     for n in args.sizes:
         table = {**ops(torch, n), **framework_ops(n)}
-        names = common.select_names(table, args.ops)
+        names = bench.select_names(table, args.ops)
         for name in names:
             for _ in range(args.warmup):
                 table[name]()
@@ -185,25 +173,25 @@ def main(argv=None):
         rounds = {name: [] for name in names}
         for _ in range(args.rounds):
             for name in names:
-                rounds[name].append(common.host_us_per_call(table[name], args.iters, hold,
+                rounds[name].append(bench.host_us_per_call(table[name], args.iters, hold,
                                                             torch.cuda.synchronize))
         for name in names:
             results.append(row(name, n, rounds[name]))
             print(line(results[-1]), flush=True)
         del table
-        common.free_device_memory()
+        bench.free_device_memory()
     if not args.no_cold:
         for r in cold_rows():
             results.append(r)
             print(f"{r['op']:45s} {r['host_us'] / 1e6:8.3f} s", flush=True)
     if args.json or args.plot:
-        common.save_results(args, {
-            "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
-            "versions": common.package_versions(), "iters": args.iters,
+        bench.save_results(args, {
+            **bench.report_header(BENCH, env, bench.package_versions()),
+            "iters": args.iters,
             "rounds": args.rounds, "warmup": args.warmup,
             "timing": "host_us: time.perf_counter over back-to-back calls queued behind a GPU "
                       "wait, per call; median of rounds",
-            "results": results, "command": " ".join(sys.argv), "timestamp": common.timestamp()})
+            "results": results, "command": " ".join(sys.argv), "timestamp": bench.timestamp()})
     return 0
 
 

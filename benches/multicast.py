@@ -24,27 +24,15 @@ Columns: ``smem GB/s`` = bytes landing in shared memory (N x K x W x 4) / time;
 """
 
 import argparse
-import importlib.util
 import os
 import sys
 
 import numpy as np
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
 
 BENCH = "multicast"
 DEFAULT_K, DEFAULT_W = 16384, 8192
@@ -76,18 +64,18 @@ def parse_clusters(text):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--k", type=common.argparse_type(common.positive_int), default=DEFAULT_K,
+    p.add_argument("--k", type=bench.argparse_type(bench.positive_int), default=DEFAULT_K,
                    help=f"rows of b (default {DEFAULT_K})")
-    p.add_argument("--w", type=common.argparse_type(common.positive_int), default=DEFAULT_W,
+    p.add_argument("--w", type=bench.argparse_type(bench.positive_int), default=DEFAULT_W,
                    help=f"columns of b, uint32 words, a multiple of 4 (default {DEFAULT_W})")
-    p.add_argument("--clusters", type=common.argparse_type(parse_clusters),
+    p.add_argument("--clusters", type=bench.argparse_type(parse_clusters),
                    default=list(DEFAULT_CLUSTERS), help="comma list of cluster sizes (2,4)")
-    p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=50)
-    p.add_argument("--warmup", type=common.argparse_type(common.nonnegative_int), default=5)
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=50)
+    p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5)
     p.add_argument("--json", metavar="PATH", default=None, help="write the results here")
     p.add_argument("--plot", metavar="PNG", default=None,
                    help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
-    p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None)
+    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None)
     args = p.parse_args(argv)
     if args.w % 4:
         p.error(f"--w {args.w}: rows must be a multiple of 16 bytes (4 words) for TMA")
@@ -105,10 +93,10 @@ def make_row(n, variant, status, *, reason=None, times=None, smem_bytes=None, l2
     row.update(cluster=n, variant=variant, status=status, reason=reason,
                smem_bytes=smem_bytes, l2_bytes=l2_bytes)
     if times:
-        s = common.summarize(times)
+        s = bench.summarize(times)
         row.update(ms=s["median"], min_ms=s["min"], max_ms=s["max"], mean_ms=s["mean"],
-                   stdev_ms=s["stdev"], iters=s["n"], smem_GBps=common.gbps(smem_bytes, s["median"]),
-                   l2_GBps=common.gbps(l2_bytes, s["median"]))
+                   stdev_ms=s["stdev"], iters=s["n"], smem_GBps=bench.gbps(smem_bytes, s["median"]),
+                   l2_GBps=bench.gbps(l2_bytes, s["median"]))
     return row
 
 
@@ -118,16 +106,16 @@ def finalize(rows):
         ref = [r["ms"] for r in rows if r["cluster"] == n and r["variant"] == REFERENCE_VARIANT]
         for r in rows:
             if r["cluster"] == n:
-                r["x_unicast"] = common.speedup(ref[0] if ref else None, r["ms"])
+                r["x_unicast"] = bench.speedup(ref[0] if ref else None, r["ms"])
     return rows
 
 
 def format_results(rows):
     headers = ["N", "variant", "status", "ms", "smem GB/s", "L2->SM GB/s", "x unicast"]
-    body = [[r["cluster"], r["variant"], r["status"], common.fmt(r["ms"], ".4f"),
-             common.fmt(r["smem_GBps"], ".0f"), common.fmt(r["l2_GBps"], ".0f"),
-             common.fmt(r["x_unicast"], ".2f")] for r in rows]
-    return common.format_table(headers, body, align="rllrrrr")
+    body = [[r["cluster"], r["variant"], r["status"], bench.fmt(r["ms"], ".4f"),
+             bench.fmt(r["smem_GBps"], ".0f"), bench.fmt(r["l2_GBps"], ".0f"),
+             bench.fmt(r["x_unicast"], ".2f")] for r in rows]
+    return bench.format_table(headers, body, align="rllrrrr")
 
 
 def run(args):
@@ -136,8 +124,8 @@ def run(args):
     from numba_tma.kernels import multicast_copy as mc
 
     rng = np.random.default_rng(args.seed)
-    common.log(f"b: {args.k} x {args.w} uint32 ({args.k * args.w * WORD_BYTES / 2**20:.0f} MiB)")
-    b_host = common.random_array((args.k, args.w), np.uint32, rng)
+    bench.log(f"b: {args.k} x {args.w} uint32 ({args.k * args.w * WORD_BYTES / 2**20:.0f} MiB)")
+    b_host = bench.random_array((args.k, args.w), np.uint32, rng)
     d_b = cuda.to_device(b_host)
     rows = []
     for n in args.clusters:
@@ -147,7 +135,7 @@ def run(args):
             try:
                 launch, out, timed_out = mc.stream_panels_launch(d_b, n, multicast, use_cluster)
             except (TypeError, ValueError, RuntimeError) as exc:
-                rows.append(make_row(n, name, "skipped", reason=common.one_line(exc)))
+                rows.append(make_row(n, name, "skipped", reason=bench.one_line(exc)))
                 continue
             out.copy_to_device(rng.integers(0, 2**32, size=out.shape, dtype=np.uint32))
             launch()
@@ -161,28 +149,28 @@ def run(args):
                 rows.append(make_row(n, name, "FAILED",
                                      reason=f"{bad} of {want.size} XOR words differ"))
                 continue
-            times = common.time_cuda(launch, args.iters, args.warmup)
+            times = bench.time_cuda(launch, args.iters, args.warmup)
             rows.append(make_row(n, name, "ok", times=times, smem_bytes=smem_bytes,
                                  l2_bytes=l2_bytes))
-            common.log(f"N={n} {name}: {rows[-1]['ms']:.4f} ms")
+            bench.log(f"N={n} {name}: {rows[-1]['ms']:.4f} ms")
     return finalize(rows)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    env = common.gpu_environment()
+    env = bench.gpu_environment()
     print(f"# {BENCH}: {env['gpu']} (cc {env['compute_capability']}, {env['sm_count']} SMs), "
           f"driver {env['driver']}; b {args.k} x {args.w} uint32; median of {args.iters} after "
           f"{args.warmup} warm-up")
     rows = run(args)
     print(format_results(rows))
     if args.json or args.plot:
-        common.save_results(args, {
-            "bench": BENCH, "gpu": env["gpu"], "driver": env["driver"], "env": env,
-            "versions": common.package_versions(), "k": args.k, "w": args.w,
+        bench.save_results(args, {
+            **bench.report_header(BENCH, env, bench.package_versions()),
+            "k": args.k, "w": args.w,
             "clusters": args.clusters, "iters": args.iters, "warmup": args.warmup,
             "seed": args.seed, "results": rows, "command": " ".join(sys.argv),
-            "timestamp": common.timestamp()})
+            "timestamp": bench.timestamp()})
     return 1 if any(r["status"] == "FAILED" for r in rows) else 0
 
 

@@ -9,26 +9,14 @@ cuBLAS, Triton as the bench measured them). Each bench draws the same picture of
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
 
 
 def main(argv=None):
@@ -43,7 +31,7 @@ def main(argv=None):
         with open(path) as f:
             doc = json.load(f)
         out = args.png or os.path.splitext(path)[0] + ".png"
-        common.write_plot(doc, out)
+        bench.write_plot(doc, out)
         print(f"wrote {out}")
     return 0
 

@@ -28,33 +28,22 @@ the candidate's (>1: faster). Exit status 1 when a numba_tma candidate FAILED, e
 """
 
 import argparse
-import importlib.util
 import os
 import sys
 
 import numpy as np
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
+from numba_tma.bench import baselines  # noqa: E402
 
 BENCH = "reduce"
 DTYPE = "float32"
 ITEMSIZE = 4
 DEFAULT_SHAPE = (32768, 32768)
-COPY = "copy"
+COPY = baselines.COPY
 TORCH = "torch"
 CUPY = "cupy"
 API = "sum_axis0"
@@ -74,12 +63,12 @@ def parse_args(argv=None):
         description="Column-sum (x.sum(axis=0)) bandwidth of numba_tma's TMA reduction kernel vs "
                     "copy/torch/CuPy (run on an sm_90 GPU).")
     p.add_argument("--shape", nargs=2, action="append", metavar=("M", "N"),
-                   type=common.argparse_type(common.positive_int),
+                   type=bench.argparse_type(bench.positive_int),
                    help="float32 input shape (M, N), N a multiple of 4; repeat for several "
                         "(default: 32768 32768)")
-    p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=50,
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=50,
                    help="timed runs per candidate (default 50); the median is reported")
-    p.add_argument("--warmup", type=common.argparse_type(common.nonnegative_int), default=5,
+    p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5,
                    help="untimed runs before timing (default 5)")
     p.add_argument("--no-baselines", action="store_true",
                    help="skip torch and CuPy (the copy ceiling stays)")
@@ -87,7 +76,7 @@ def parse_args(argv=None):
                    help="also write every result to this JSON file (rewritten after each shape)")
     p.add_argument("--plot", metavar="PNG", default=None,
                    help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
-    p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None,
+    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None,
                    help="seed for the inputs (default: fresh, printed and recorded)")
     args = p.parse_args(argv)
     args.shapes = [tuple(s) for s in args.shape] if args.shape else [DEFAULT_SHAPE]
@@ -129,7 +118,7 @@ def make_result(kernel, role, shape, status, *, reason=None, times=None, check=N
     row.update(kernel=kernel, role=role, dtype=DTYPE, shape=[int(x) for x in shape],
                status=status, reason=reason, check=check, max_err_over_bound=ratio, note=note)
     if status == "ok":
-        s = common.summarize(times)
+        s = bench.summarize(times)
         row.update(ms=s["median"], min_ms=s["min"], max_ms=s["max"], mean_ms=s["mean"],
                    stdev_ms=s["stdev"], iters=s["n"])
     return row
@@ -141,15 +130,15 @@ def finalize(rows):
         return None
     nbytes = input_bytes(rows[0]["shape"])
     ok = {r["kernel"]: r for r in rows if r["status"] == "ok"}
-    copy_gbps = common.gbps(2 * nbytes, ok[COPY]["ms"]) if COPY in ok else None
+    copy_gbps = bench.gbps(2 * nbytes, ok[COPY]["ms"]) if COPY in ok else None
     torch_ms = ok[TORCH]["ms"] if TORCH in ok else None
     for r in rows:
         r["copy_GBps"] = copy_gbps
         if r["status"] != "ok":
             continue
-        r["GBps"] = common.gbps(2 * nbytes if r["kernel"] == COPY else nbytes, r["ms"])
-        r["pct_of_copy"] = common.pct_of(r["GBps"], copy_gbps)
-        r["x_torch"] = common.speedup(torch_ms, r["ms"])
+        r["GBps"] = bench.gbps(2 * nbytes if r["kernel"] == COPY else nbytes, r["ms"])
+        r["pct_of_copy"] = bench.pct_of(r["GBps"], copy_gbps)
+        r["x_torch"] = bench.speedup(torch_ms, r["ms"])
     return copy_gbps
 
 
@@ -160,11 +149,11 @@ def format_rows(rows):
     def status(r):
         if r["status"] == "ok":
             return "ok"
-        return r["status"].upper() + (": " + common.one_line(r["reason"]) if r["reason"] else "")
-    return common.format_table(TABLE_HEADERS, [
-        [r["kernel"], common.fmt(r["ms"], ".3f"), common.fmt(r["GBps"], ".1f"),
-         common.fmt(r["pct_of_copy"], ".1f"), common.fmt(r["x_torch"], ".2f"),
-         common.fmt(r["max_err_over_bound"], ".2g"), status(r)] for r in rows],
+        return r["status"].upper() + (": " + bench.one_line(r["reason"]) if r["reason"] else "")
+    return bench.format_table(TABLE_HEADERS, [
+        [r["kernel"], bench.fmt(r["ms"], ".3f"), bench.fmt(r["GBps"], ".1f"),
+         bench.fmt(r["pct_of_copy"], ".1f"), bench.fmt(r["x_torch"], ".2f"),
+         bench.fmt(r["max_err_over_bound"], ".2g"), status(r)] for r in rows],
         align="lrrrrrl")
 
 
@@ -175,47 +164,41 @@ def build_report(env, versions, args, configs, rows, seed, command):
         "configs": configs, "env": env, "iters": args.iters, "warmup": args.warmup, "seed": seed,
         "timing": "CUDA events around each run on the default stream; median of iters runs after "
                   "warmup runs; GBps = M*N*4/time (bytes read, 1e9 B); copy GBps = 2*M*N*4/time",
-        "command": command, "timestamp": common.timestamp(),
+        "command": command, "timestamp": bench.timestamp(),
     }
 
 
 def load_library():
-    """numba_tma.kernels.reduce from this checkout when the bench sits in one."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if os.path.isfile(os.path.join(root, "numba_tma", "__init__.py")) and root not in sys.path:
-        sys.path.insert(0, root)
+    """numba_tma.kernels.reduce from this checkout when the bench sits in one (the sys.path line
+    at the top)."""
     from numba_tma.kernels import reduce as red
 
     return red
-
-
-def _why(exc):
-    return f"{type(exc).__name__}: {exc}"
 
 
 def run_candidate(name, role, launch, output, shape, ref, abs_sum, args, note=None):
     """Check ``launch()`` (its output via ``output(ret)``), then time it."""
     from numba import cuda
 
-    common.log(f"  {name}: check")
+    bench.log(f"  {name}: check")
     try:
         ret = launch()
         cuda.synchronize()
         ok, ratio, why = (True, None, None) if output is None else \
             check_sums(output(ret), ref, abs_sum, shape[0])
     except Exception as exc:
-        if not common.context_alive():
-            raise RuntimeError(f"CUDA context lost under {name}: {_why(exc)}") from exc
-        return make_result(name, role, shape, "failed", reason=f"check run: {_why(exc)}", note=note)
+        if not bench.context_alive():
+            raise RuntimeError(f"CUDA context lost under {name}: {bench.why(exc)}") from exc
+        return make_result(name, role, shape, "failed", reason=f"check run: {bench.why(exc)}", note=note)
     how = None if output is None else "every column vs float64 host sums, float32 bound"
     if not ok:
         return make_result(name, role, shape, "failed", reason=why, check=how, ratio=ratio,
                            note=note)
-    common.log(f"  {name}: timing")
+    bench.log(f"  {name}: timing")
     try:
-        times = common.time_cuda(launch, args.iters, args.warmup)
+        times = bench.time_cuda(launch, args.iters, args.warmup)
     except Exception as exc:
-        return make_result(name, role, shape, "failed", reason=f"timing: {_why(exc)}", note=note)
+        return make_result(name, role, shape, "failed", reason=f"timing: {bench.why(exc)}", note=note)
     return make_result(name, role, shape, "ok", times=times, check=how, ratio=ratio, note=note)
 
 
@@ -224,33 +207,18 @@ def measure_copy(d_x, shape, args, torch, ref, abs_sum):
     destination is freed on return)."""
     from numba import cuda
 
-    m, n = shape
-    d_copy = cuda.device_array(m * n, np.float32)
-    flat = d_x.reshape(m * n)
-    stream = cuda.default_stream()
-    rows = [run_candidate(f"{COPY}[cuMemcpyDtoDAsync]", "baseline",
-                          lambda: d_copy.copy_to_device(flat, stream=stream), None, shape, ref,
-                          abs_sum, args)]
-    if torch is not None:
-        t_src = torch.as_tensor(flat, device="cuda")
-        t_dst = torch.as_tensor(d_copy, device="cuda")
-        rows.append(run_candidate(f"{COPY}[torch copy_]", "baseline",
-                                  lambda: t_dst.copy_(t_src), None, shape, ref, abs_sum, args))
-    ok = [r for r in rows if r["status"] == "ok"]
-    best = dict(min(ok, key=lambda r: r["ms"]) if ok else rows[0])
-    best["note"] = "faster of: " + "; ".join(
-        f"{r['kernel'][len(COPY) + 1:-1]} " +
-        (f"{r['ms']:.4f} ms" if r["status"] == "ok" else r["status"]) for r in rows)
-    best["kernel"] = COPY
-    return best
+    d_copy = cuda.device_array(d_x.size, np.float32)
+    return baselines.merge_copies([
+        run_candidate(name, "baseline", launch, None, shape, ref, abs_sum, args)
+        for name, launch in baselines.copy_launchers(d_x, d_copy, torch).items()])
 
 
 def run_shape(shape, args, red, torch, cupy, reasons, rng):
     from numba import cuda
 
     m, n = shape
-    common.log(f"float32 {m} x {n}: generating the input")
-    x = common.random_array(shape, np.float32, rng)
+    bench.log(f"float32 {m} x {n}: generating the input")
+    x = bench.random_array(shape, np.float32, rng)
     ref = x.sum(axis=0, dtype=np.float64)
     abs_sum = np.abs(x).sum(axis=0, dtype=np.float64)
     d_x = cuda.to_device(x)
@@ -258,7 +226,7 @@ def run_shape(shape, args, red, torch, cupy, reasons, rng):
     out = cuda.device_array(n, np.float32)
     poison = np.full(n, np.nan, np.float32)
     rows = [measure_copy(d_x, shape, args, torch, ref, abs_sum)]
-    common.free_device_memory()                     # the copy's destination is gone
+    bench.free_device_memory()                     # the copy's destination is gone
     t_x = torch.as_tensor(d_x, device="cuda") if torch is not None else None
 
     # The output is poisoned before each candidate's check run (which is its first run).
@@ -298,7 +266,7 @@ def main(argv=None, library=None):
         try:
             red = load_library()
         except Exception as exc:
-            print(f"error: numba_tma.kernels.reduce is not importable ({_why(exc)})",
+            print(f"error: numba_tma.kernels.reduce is not importable ({bench.why(exc)})",
                   file=sys.stderr)
             return 2
     from numba import cuda
@@ -306,7 +274,7 @@ def main(argv=None, library=None):
     try:
         cuda.current_context()
     except Exception as exc:
-        print(f"error: no usable CUDA GPU ({_why(exc)}); this bench only runs on the GPU",
+        print(f"error: no usable CUDA GPU ({bench.why(exc)}); this bench only runs on the GPU",
               file=sys.stderr)
         return 2
     torch = cupy = None
@@ -314,16 +282,16 @@ def main(argv=None, library=None):
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":          # the tests' dry run
         reasons = {"torch": "CUDA simulator", "cupy": "CUDA simulator"}
     else:
-        torch, reasons["torch"] = common.import_optional("torch")   # also a copy variant
+        torch, reasons["torch"] = bench.import_optional("torch")   # also a copy variant
         if not args.no_baselines:
-            cupy, reasons["cupy"] = common.import_optional("cupy")
-    env = common.gpu_environment()
-    versions = common.package_versions()
+            cupy, reasons["cupy"] = bench.import_optional("cupy")
+    env = bench.gpu_environment()
+    versions = bench.package_versions()
     seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**63)
     rng = np.random.default_rng(seed)
     command = " ".join([os.path.basename(sys.executable), *sys.argv]) if argv is None else \
         "benches/reduce.py " + " ".join(argv)
-    print(f"numba_tma {BENCH} bench, {common.timestamp()}")
+    print(f"numba_tma {BENCH} bench, {bench.timestamp()}")
     print(f"GPU: {env.get('gpu')} (cc {env.get('compute_capability')}, {env.get('sm_count')} "
           f"SMs), driver {env.get('driver')}, CUDA runtime {env.get('cuda_runtime')}")
     print("versions: " + ", ".join(f"{k} {v if v is not None else '-'}"
@@ -335,27 +303,27 @@ def main(argv=None, library=None):
         try:
             rows = run_shape(shape, args, red, torch, cupy, reasons, rng)
         except Exception as exc:                        # allocation failure, lost context
-            rows = [make_result("*", "config", shape, "failed", reason=_why(exc))]
-        common.free_device_memory()
+            rows = [make_result("*", "config", shape, "failed", reason=bench.why(exc))]
+        bench.free_device_memory()
         copy_gbps = rows[0]["copy_GBps"] if rows else None
         configs.append({"shape": [int(x) for x in shape], "dtype": DTYPE, "copy_GBps": copy_gbps})
         all_rows.extend(rows)
         size = input_bytes(shape)
         print()
         print(f"== float32 {shape[0]} x {shape[1]} ({size / 2**30:.3f} GiB), copy "
-              f"{common.fmt(copy_gbps, '.1f')} GB/s ==")
+              f"{bench.fmt(copy_gbps, '.1f')} GB/s ==")
         print(format_rows(rows))
         sys.stdout.flush()
         if args.json:
-            common.write_json(args.json, build_report(env, versions, args, configs, all_rows,
+            bench.write_json(args.json, build_report(env, versions, args, configs, all_rows,
                                                       seed, command))
-        if not common.context_alive():
+        if not bench.context_alive():
             print("error: the CUDA context was lost; stopping", file=sys.stderr)
             break
     if args.json:
         print(f"wrote {args.json}")
     if args.plot:
-        common.write_plot(build_report(env, versions, args, configs, all_rows, seed, command),
+        bench.write_plot(build_report(env, versions, args, configs, all_rows, seed, command),
                           args.plot)
         print(f"wrote {args.plot}")
     ours = [r for r in all_rows if r["status"] == "failed" and r["role"] in ("api", "kernel",

@@ -37,7 +37,6 @@ which ends the run), else 0; skipped kernels and failed baselines do not change 
 """
 
 import argparse
-import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -46,24 +45,14 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
+from numba_tma.bench import baselines  # noqa: E402
 
 BENCH = "transpose"
 DEFAULT_SHAPE = (32768, 32768)
-COPY = "copy"
+COPY = baselines.COPY
 TORCH = "torch"
 CUPY = "cupy"
 CUBLAS = "cublas geam"
@@ -92,14 +81,14 @@ def parse_args(argv=None):
         description="Transpose bandwidth of numba_tma's kernels vs copy/torch/CuPy/numba-cuda "
                     "(run on the GPU).")
     p.add_argument("--shape", nargs=2, action="append", metavar=("M", "N"),
-                   type=common.argparse_type(common.positive_int),
+                   type=bench.argparse_type(bench.positive_int),
                    help="input shape (M, N); repeat for several (default: 32768 32768)")
-    p.add_argument("--dtype", default=["float32"], type=common.argparse_type(common.parse_dtype_list),
-                   help="comma list of " + ", ".join(common.SUPPORTED_DTYPES) +
+    p.add_argument("--dtype", default=["float32"], type=bench.argparse_type(bench.parse_dtype_list),
+                   help="comma list of " + ", ".join(bench.SUPPORTED_DTYPES) +
                         " (aliases fp16/fp32/fp64 ok; default float32)")
-    p.add_argument("--iters", type=common.argparse_type(common.positive_int), default=50,
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=50,
                    help="timed runs per kernel (default 50); the median is reported")
-    p.add_argument("--warmup", type=common.argparse_type(common.nonnegative_int), default=5,
+    p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5,
                    help="untimed runs before timing (default 5)")
     p.add_argument("--kernels", default=None,
                    help="comma list of kernel names or glob patterns among numba_tma's kernels "
@@ -111,11 +100,11 @@ def parse_args(argv=None):
                    help="also write every result to this JSON file (rewritten after each config)")
     p.add_argument("--plot", metavar="PNG", default=None,
                    help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
-    p.add_argument("--samples", type=common.argparse_type(common.positive_int),
+    p.add_argument("--samples", type=bench.argparse_type(bench.positive_int),
                    default=DEFAULT_SAMPLES,
                    help="random full rows and columns checked on the host (default 64), plus "
                         "the first and last of each")
-    p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None,
+    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None,
                    help="seed for the inputs (default: fresh, printed and recorded)")
     args = p.parse_args(argv)
     args.shapes = [tuple(s) for s in args.shape] if args.shape else [DEFAULT_SHAPE]
@@ -149,7 +138,7 @@ def make_result(kernel, role, dtype, shape, status, *, reason=None, times=None, 
     if status == "ok":
         if not times:
             raise ValueError("an ok result needs its times")
-        s = common.summarize(times)
+        s = bench.summarize(times)
         row.update(ms=s["median"], min_ms=s["min"], max_ms=s["max"], mean_ms=s["mean"],
                    stdev_ms=s["stdev"], iters=s["n"])
     return row
@@ -163,15 +152,15 @@ def finalize_config(rows):
     by_name = {r["kernel"]: r for r in rows if r["status"] == "ok"}
     itemsize = np.dtype(rows[0]["dtype"]).itemsize
     nbytes = transpose_bytes(rows[0]["shape"], itemsize)
-    copy_gbps = common.gbps(nbytes, by_name[COPY]["ms"]) if COPY in by_name else None
+    copy_gbps = bench.gbps(nbytes, by_name[COPY]["ms"]) if COPY in by_name else None
     torch_ms = by_name[TORCH]["ms"] if TORCH in by_name else None
     for r in rows:
         r["copy_GBps"] = copy_gbps
         if r["status"] != "ok":
             continue
-        r["GBps"] = common.gbps(nbytes, r["ms"])
-        r["pct_of_copy"] = common.pct_of(r["GBps"], copy_gbps)
-        r["x_torch"] = common.speedup(torch_ms, r["ms"])
+        r["GBps"] = bench.gbps(nbytes, r["ms"])
+        r["pct_of_copy"] = bench.pct_of(r["GBps"], copy_gbps)
+        r["x_torch"] = bench.speedup(torch_ms, r["ms"])
     return copy_gbps
 
 
@@ -186,13 +175,13 @@ TABLE_HEADERS = ("kernel", "ms", "GB/s", "% of copy", "x torch", "status")
 
 def table_row(r):
     status = r["status"] if r["status"] == "ok" else (
-        r["status"].upper() + (": " + common.one_line(r["reason"]) if r["reason"] else ""))
-    return [r["kernel"], common.fmt(r["ms"], ".3f"), common.fmt(r["GBps"], ".1f"),
-            common.fmt(r["pct_of_copy"], ".1f"), common.fmt(r["x_torch"], ".2f"), status]
+        r["status"].upper() + (": " + bench.one_line(r["reason"]) if r["reason"] else ""))
+    return [r["kernel"], bench.fmt(r["ms"], ".3f"), bench.fmt(r["GBps"], ".1f"),
+            bench.fmt(r["pct_of_copy"], ".1f"), bench.fmt(r["x_torch"], ".2f"), status]
 
 
 def format_results(rows):
-    return common.format_table(TABLE_HEADERS, [table_row(r) for r in rows], align="lrrrrl")
+    return bench.format_table(TABLE_HEADERS, [table_row(r) for r in rows], align="lrrrrl")
 
 
 def config_title(shape, dtype, copy_gbps=None):
@@ -232,12 +221,12 @@ def build_report(env, versions, args, configs, rows, *, seed=None, command=None)
         "timing": "CUDA events around each run on the default stream; median of iters runs "
                   "after warmup runs; GBps = 2*M*N*itemsize/time (read + write, 1e9 B)",
         "command": command,
-        "timestamp": common.timestamp(),
+        "timestamp": bench.timestamp(),
     }
 
 
 def print_header(env, versions, args):
-    print(f"numba_tma {BENCH} bench, {common.timestamp()}")
+    print(f"numba_tma {BENCH} bench, {bench.timestamp()}")
     print(f"GPU: {env.get('gpu')} (cc {env.get('compute_capability')}, "
           f"{env.get('sm_count')} SMs, {env.get('memory_GiB')} GiB), driver {env.get('driver')}, "
           f"CUDA runtime {env.get('cuda_runtime')}")
@@ -265,7 +254,7 @@ def check_sampled(src, fetch_rows, fetch_cols, rows, cols):
     ``fetch_cols(cols)`` returns ``out[:, cols].T`` (len(cols), N) -- from the device or, in the
     tests, from a numpy ``out``. Returns ``(n_bad, message)``; message is None when all match.
     """
-    u = common.uint_view_dtype(src.dtype.itemsize)
+    u = bench.uint_view_dtype(src.dtype.itemsize)
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
     bad, first = 0, None
@@ -377,7 +366,7 @@ class DeviceTools:
         self.cuda.synchronize()
 
     def _uint(self, arr):
-        return arr.view(common.uint_view_dtype(arr.dtype.itemsize))
+        return arr.view(bench.uint_view_dtype(arr.dtype.itemsize))
 
     def compare(self, src, out):
         """(number of elements where out != src.T bitwise, flat index in out of the first)."""
@@ -441,29 +430,6 @@ class ContextLost(RuntimeError):
     pass
 
 
-def _skippable(exc):
-    """A launcher's TypeError/ValueError/RuntimeError means "not supported" (skipped), unless it
-    is a CUDA driver error or a numba compile error (failed)."""
-    try:
-        from numba.cuda.cudadrv.error import CudaDriverError
-        from numba.cuda.cudadrv.driver import CudaAPIError
-        hard = (CudaDriverError, CudaAPIError)
-    except Exception:
-        hard = ()
-    try:
-        from numba.core.errors import NumbaError
-        hard += (NumbaError,)
-    except Exception:
-        pass
-    if hard and isinstance(exc, hard):
-        return False
-    return isinstance(exc, (TypeError, ValueError, RuntimeError))
-
-
-def _why(exc):
-    return f"{type(exc).__name__}: {exc}"
-
-
 def run_candidate(cand, cfg, tools, args, rng):
     """Check, then time one candidate; returns its result row. Raises ContextLost when the CUDA
     context died under it."""
@@ -474,21 +440,21 @@ def run_candidate(cand, cfg, tools, args, rng):
         return make_result(cand.name, cand.role, dtype, shape, status, note=cand.note, **kw)
 
     def failed(stage, exc, how=None):
-        row = result("failed", reason=f"{stage}: {_why(exc)}", check=how)
-        if not common.context_alive():
-            raise ContextLost(f"CUDA context lost after {cand.name} ({_why(exc)})") from exc
+        row = result("failed", reason=f"{stage}: {bench.why(exc)}", check=how)
+        if not bench.context_alive():
+            raise ContextLost(f"CUDA context lost after {cand.name} ({bench.why(exc)})") from exc
         return row
 
-    common.log(f"  {cand.name}: check")
+    bench.log(f"  {cand.name}: check")
     if cand.poison:
         tools.poison(cfg["d_out"])
     try:
         ret = cand.launch()
     except Exception as exc:
-        if _skippable(exc):
-            if not common.context_alive():
-                raise ContextLost(f"CUDA context lost after {cand.name} ({_why(exc)})") from exc
-            return result("skipped", reason=_why(exc))
+        if bench.skippable(exc):
+            if not bench.context_alive():
+                raise ContextLost(f"CUDA context lost after {cand.name} ({bench.why(exc)})") from exc
+            return result("skipped", reason=bench.why(exc))
         return failed("launch", exc)
     how = "none (a plain copy)"
     try:
@@ -502,135 +468,52 @@ def run_candidate(cand, cfg, tools, args, rng):
         return failed("check run", exc, how)
     finally:
         del ret
-    common.log(f"  {cand.name}: timing")
+    bench.log(f"  {cand.name}: timing")
     try:
-        times = common.time_cuda(cand.launch, args.iters, args.warmup)
+        times = bench.time_cuda(cand.launch, args.iters, args.warmup)
     except Exception as exc:
         return failed("timing", exc, how)
     return result("ok", times=times, check=how)
 
 
-def _numba_bundled_launch(d_src, d_out):
-    """numba-cuda's bundled transpose, compiled once: it builds (and compiles) a new kernel on
-    every call, so its first call is made with ``cuda.jit`` wrapped to capture the configured
-    kernel, and later runs relaunch that same kernel with the same grid."""
-    import numba.cuda.kernels.transpose as bundled
-
-    state = {}
-
-    class Capture:
-        def __init__(self, dispatcher):
-            self._dispatcher = dispatcher
-
-        def __getitem__(self, config):
-            state["launch"] = self._dispatcher[config]
-            return state["launch"]
-
-    def launch():
-        if "launch" in state:
-            return state["launch"](d_src, d_out)
-        cuda_mod = bundled.cuda
-        real_jit = cuda_mod.jit
-
-        def jit(*a, **kw):
-            made = real_jit(*a, **kw)
-            fn = a[0] if a else None
-            if getattr(fn, "__module__", None) == bundled.__name__ and \
-                    hasattr(made, "__getitem__"):
-                return Capture(made)            # only the bundled module's own kernel
-            return made
-
-        cuda_mod.jit = jit
-        try:
-            bundled.transpose(d_src, d_out)
-        finally:
-            cuda_mod.jit = real_jit
-        if "launch" not in state:
-            raise RuntimeError("could not capture the kernel of numba.cuda.kernels.transpose")
-
-    return launch
-
-
-def _cublas_geam_launch(cupy, d_src, d_out):
-    """cuBLAS's transpose, ``C = 1 * op(A) + 0 * C`` with op = T (``cublasSgeam`` /
-    ``cublasDgeam``, CuPy's handle): row-major (M, N) src is column-major N x M, and the
-    column-major M x N result is the row-major (N, M) out."""
-    if cupy is None:
-        raise ImportError("cupy not importable")
-    from cupy_backends.cuda.libs import cublas
-
-    geam = {np.dtype(np.float32): cublas.sgeam, np.dtype(np.float64): cublas.dgeam}.get(
-        np.dtype(d_src.dtype))
-    if geam is None:
-        raise TypeError(f"cuBLAS geam takes float32 and float64 here, not {d_src.dtype}")
-    m, n = d_src.shape
-    handle = cupy.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, 0)                   # the default stream the events time
-    one, zero = np.ones(1, d_src.dtype), np.zeros(1, d_src.dtype)
-    a = d_src.__cuda_array_interface__["data"][0]
-    c = d_out.__cuda_array_interface__["data"][0]
-
-    def launch():
-        geam(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, m, n, one.ctypes.data, a, n,
-             zero.ctypes.data, c, m, c, m)
-
-    return launch
-
-
 def baseline_candidates(cfg, torch, cupy, want_baselines):
-    """(copy candidates, other baseline candidates, skipped rows)."""
+    """(copy candidates, other baseline candidates, skipped rows), over
+    :mod:`numba_tma.bench.baselines`."""
     from numba import cuda
 
     d_src, d_out = cfg["d_src"], cfg["d_out"]
-    size = d_src.size
-    src_flat, out_flat = d_src.reshape(size), d_out.reshape(size)
-    stream = cuda.default_stream()
-    copies = [Candidate(f"{COPY}[cuMemcpyDtoDAsync]", "baseline",
-                        lambda: out_flat.copy_to_device(src_flat, stream=stream), None)]
+    copies = [Candidate(name, "baseline", launch, None)
+              for name, launch in baselines.copy_launchers(d_src, d_out, torch).items()]
     others, skipped = [], []
-    t_src = None
-    if torch is not None:
-        t_src = torch.as_tensor(d_src, device="cuda")
-        t_src_flat = torch.as_tensor(src_flat, device="cuda")
-        t_out_flat = torch.as_tensor(out_flat, device="cuda")
-        copies.append(Candidate(f"{COPY}[torch copy_]", "baseline",
-                                lambda: t_out_flat.copy_(t_src_flat), None))
     if not want_baselines:
         return copies, others, skipped
     if torch is not None:
-        others.append(Candidate(TORCH, "baseline", lambda: t_src.t().contiguous(),
+        others.append(Candidate(TORCH, "baseline", baselines.torch_transpose(torch, d_src),
                                 cuda.as_cuda_array, poison=False, note="x.t().contiguous()"))
     else:
         skipped.append((TORCH, cfg["torch_reason"]))
     if cupy is not None:
-        c_src = cupy.asarray(d_src)
-        others.append(Candidate(CUPY, "baseline", lambda: cupy.ascontiguousarray(c_src.T),
+        others.append(Candidate(CUPY, "baseline", baselines.cupy_transpose(cupy, d_src),
                                 cuda.as_cuda_array, poison=False,
                                 note="cupy.ascontiguousarray(a.T)"))
     else:
         skipped.append((CUPY, cfg["cupy_reason"]))
     try:
-        others.append(Candidate(CUBLAS, "baseline", _cublas_geam_launch(cupy, d_src, d_out),
+        others.append(Candidate(CUBLAS, "baseline",
+                                baselines.cublas_geam_transpose(cupy, d_src, d_out),
                                 lambda ret: d_out, note="C = A^T by cublas<s|d>geam"))
     except Exception as exc:
-        skipped.append((CUBLAS, _why(exc) if cupy is not None else cfg["cupy_reason"]))
+        skipped.append((CUBLAS, bench.why(exc) if cupy is not None else cfg["cupy_reason"]))
     try:
-        others.append(Candidate(NUMBA_BUNDLED, "baseline", _numba_bundled_launch(d_src, d_out),
+        others.append(Candidate(NUMBA_BUNDLED, "baseline",
+                                baselines.numba_bundled_transpose(d_src, d_out),
                                 lambda ret: d_out, note="transpose(a, b), compiled once"))
     except Exception as exc:
-        skipped.append((NUMBA_BUNDLED, f"not importable ({_why(exc)})"))
+        skipped.append((NUMBA_BUNDLED, f"not importable ({bench.why(exc)})"))
     return copies, others, skipped
 
 
-def merge_copies(rows):
-    """The faster ok copy row, renamed "copy", with every variant's time in its note."""
-    ok = [r for r in rows if r["status"] == "ok"]
-    parts = [f"{r['kernel'][len(COPY) + 1:-1]} " +
-             (f"{r['ms']:.4f} ms" if r["status"] == "ok" else r["status"]) for r in rows]
-    best = dict(min(ok, key=lambda r: r["ms"]) if ok else rows[0])
-    best["kernel"] = COPY
-    best["note"] = "faster of: " + "; ".join(parts)
-    return best
+merge_copies = baselines.merge_copies
 
 
 def library_candidates(cfg, library, selected):
@@ -655,11 +538,8 @@ def library_candidates(cfg, library, selected):
 
 
 def load_library():
-    """``({name: launcher}, transpose)`` from numba_tma.transpose -- the checkout's own package
-    when this file sits in one (so an older installed copy is never benched by mistake)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if os.path.isfile(os.path.join(root, "numba_tma", "__init__.py")) and root not in sys.path:
-        sys.path.insert(0, root)
+    """``({name: launcher}, transpose)`` from numba_tma.transpose (the checkout's own package
+    when this file sits in one: see the sys.path line at the top)."""
     from numba_tma.transpose import transpose, transpose_kernels
 
     kernels = transpose_kernels() if callable(transpose_kernels) else transpose_kernels
@@ -675,8 +555,8 @@ def run_config(shape, dtype, args, library, selected, torch, cupy, reasons, tool
 
     m, n = shape
     rows = []
-    common.log(f"{config_title(shape, dtype)}: generating the input")
-    src_host = common.random_array(shape, dtype, rng)
+    bench.log(f"{config_title(shape, dtype)}: generating the input")
+    src_host = bench.random_array(shape, dtype, rng)
     cfg = {"shape": shape, "dtype": dtype, "src_host": src_host, **reasons}
     try:
         cfg["d_src"] = cuda.to_device(src_host)
@@ -684,7 +564,7 @@ def run_config(shape, dtype, args, library, selected, torch, cupy, reasons, tool
     except Exception as exc:
         cfg.clear()
         return [make_result("*", "config", dtype, shape, "skipped",
-                            reason=f"allocation failed: {_why(exc)}")]
+                            reason=f"allocation failed: {bench.why(exc)}")]
     try:
         copies, others, skipped = baseline_candidates(cfg, torch, cupy, not args.no_baselines)
         copy_rows = [run_candidate(c, cfg, tools, args, rng) for c in copies]
@@ -693,10 +573,10 @@ def run_config(shape, dtype, args, library, selected, torch, cupy, reasons, tool
             rows.append(make_result(name, "baseline", dtype, shape, "skipped", reason=reason))
         for cand in others:
             rows.append(run_candidate(cand, cfg, tools, args, rng))
-            common.free_device_memory()
+            bench.free_device_memory()
         if isinstance(library, BaseException):
             rows.append(make_result("numba_tma.transpose", "kernel", dtype, shape, "skipped",
-                                    reason=f"not importable ({_why(library)})"))
+                                    reason=f"not importable ({bench.why(library)})"))
         else:
             for cand in library_candidates(cfg, library, selected):
                 rows.append(run_candidate(cand, cfg, tools, args, rng))
@@ -714,11 +594,11 @@ def main(argv=None, library=None):
             library = load_library()
         except Exception as exc:             # reported as a skipped row in every config
             library = exc
-            common.log(f"numba_tma.transpose not importable: {_why(exc)}")
+            bench.log(f"numba_tma.transpose not importable: {bench.why(exc)}")
     selected = []
     if not isinstance(library, BaseException):
         try:
-            selected = common.select_names(list(library[0]) + [API], args.kernels)
+            selected = bench.select_names(list(library[0]) + [API], args.kernels)
         except ValueError as exc:
             print(f"error: --kernels: {exc}", file=sys.stderr)
             return 2
@@ -730,21 +610,21 @@ def main(argv=None, library=None):
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":      # the tests' dry run: no real arrays
         reasons = {"torch_reason": "CUDA simulator", "cupy_reason": "CUDA simulator"}
     else:
-        torch, reasons["torch_reason"] = common.import_optional("torch")
+        torch, reasons["torch_reason"] = bench.import_optional("torch")
         if not args.no_baselines:
-            cupy, reasons["cupy_reason"] = common.import_optional("cupy")
+            cupy, reasons["cupy_reason"] = bench.import_optional("cupy")
     for name in ("torch", "cupy"):
         if reasons[f"{name}_reason"] and not args.no_baselines:
-            common.log(f"baseline {name} skipped: {reasons[name + '_reason']}")
+            bench.log(f"baseline {name} skipped: {reasons[name + '_reason']}")
 
     try:
         cuda.current_context()               # create the context before reading the device
     except Exception as exc:
-        print(f"error: no usable CUDA GPU ({_why(exc)}); this bench only runs on the GPU",
+        print(f"error: no usable CUDA GPU ({bench.why(exc)}); this bench only runs on the GPU",
               file=sys.stderr)
         return 2
-    env = common.gpu_environment()
-    versions = common.package_versions()
+    env = bench.gpu_environment()
+    versions = bench.package_versions()
     if "numba_tma" in sys.modules:
         pkg = sys.modules["numba_tma"]
         versions["numba_tma"] = getattr(pkg, "__version__", None) or versions.get("numba_tma")
@@ -761,7 +641,7 @@ def main(argv=None, library=None):
 
     def save():
         if args.json:
-            common.write_json(args.json, build_report(env, versions, args, configs, all_rows,
+            bench.write_json(args.json, build_report(env, versions, args, configs, all_rows,
                                                       seed=seed, command=command))
 
     try:
@@ -775,7 +655,7 @@ def main(argv=None, library=None):
                 except ContextLost as exc:
                     lost = exc
                     rows = [make_result("*", "config", dtype, shape, "failed", reason=str(exc))]
-                common.free_device_memory()      # the config's arrays are unreferenced by now
+                bench.free_device_memory()      # the config's arrays are unreferenced by now
             copy_gbps = finalize_config(rows)
             configs.append({"shape": [int(x) for x in shape], "dtype": dtype,
                             "copy_GBps": copy_gbps})
@@ -797,7 +677,7 @@ def main(argv=None, library=None):
     if args.json:
         print(f"wrote {args.json}")
     if args.plot:
-        common.write_plot(build_report(env, versions, args, configs, all_rows, seed=seed,
+        bench.write_plot(build_report(env, versions, args, configs, all_rows, seed=seed,
                                        command=command), args.plot)
         print(f"wrote {args.plot}")
     failed = [r for r in all_rows if r["status"] == "failed"]

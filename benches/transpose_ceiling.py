@@ -18,27 +18,15 @@ one. Printed per shape, with a device copy and ``transpose()`` in the same run (
 
 import argparse
 import functools
-import importlib.util
 import os
 import sys
 
 import numpy as np
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
 
 VEC = 16
 # (label, (TR, TC, threads, min_blocks, halo, extra, copy_mode)) per shape; the resident blocks
@@ -144,9 +132,9 @@ def pattern_launch(d_src, d_out, M, N, spec):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--iters", type=common.positive_int, default=20)
-    p.add_argument("--warmup", type=common.nonnegative_int, default=3)
-    p.add_argument("--rounds", type=common.positive_int, default=3,
+    p.add_argument("--iters", type=bench.positive_int, default=20)
+    p.add_argument("--warmup", type=bench.nonnegative_int, default=3)
+    p.add_argument("--rounds", type=bench.positive_int, default=3,
                    help="interleaved rounds; the median of their medians is reported")
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--plot", metavar="PNG", default=None,
@@ -162,7 +150,7 @@ def measure(shape, args, rng):
     from numba_tma import transpose
 
     M, N = shape
-    d_src = cuda.to_device(common.random_array(shape, "float32", rng))
+    d_src = cuda.to_device(bench.random_array(shape, "float32", rng))
     d_out = cuda.device_array((N, M), np.float32)
     flat_src, flat_out = d_src.reshape(M * N), d_out.reshape(M * N)
     cands = {"copy": lambda: flat_out.copy_to_device(flat_src),
@@ -183,21 +171,21 @@ def measure(shape, args, rng):
     times = {k: [] for k in cands}
     for _ in range(args.rounds):
         for k, fn in cands.items():
-            times[k].append(common.median(common.time_cuda(fn, args.iters, args.warmup)))
+            times[k].append(bench.median(bench.time_cuda(fn, args.iters, args.warmup)))
     nbytes = 2 * M * N * 4
-    copy_ms = common.median(times["copy"])
+    copy_ms = bench.median(times["copy"])
     rows = []
     for k, t in times.items():
-        ms = common.median(t)
+        ms = bench.median(t)
         rows.append({"kernel": k, "shape": list(shape), "ms": ms,
-                     "GBps": common.gbps(nbytes, ms), "pct_of_copy": 100 * copy_ms / ms})
+                     "GBps": bench.gbps(nbytes, ms), "pct_of_copy": 100 * copy_ms / ms})
     return rows
 
 
 def main(argv=None):
     args = parse_args(argv)
-    env = common.gpu_environment()
-    versions = common.package_versions()
+    env = bench.gpu_environment()
+    versions = bench.package_versions()
     print(f"GPU: {env.get('gpu')}, driver {env.get('driver')}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     rng = np.random.default_rng(0)
@@ -206,17 +194,17 @@ def main(argv=None):
         rows = measure(shape, args, rng)
         results += rows
         print(f"== float32 {shape[0]} x {shape[1]}, copy {rows[0]['GBps']:.1f} GB/s ==")
-        print(common.format_table(
+        print(bench.format_table(
             ["kernel", "ms", "GB/s", "% of copy"],
             [[r["kernel"], f"{r['ms']:.3f}", f"{r['GBps']:.1f}", f"{r['pct_of_copy']:.1f}"]
              for r in rows]))
-        common.free_device_memory()
+        bench.free_device_memory()
     if args.json or args.plot:
-        common.save_results(args, {"bench": "transpose_ceiling", "gpu": env.get("gpu"),
+        bench.save_results(args, {"bench": "transpose_ceiling", "gpu": env.get("gpu"),
                                    "driver": env.get("driver"), "versions": versions,
                                    "iters": args.iters, "warmup": args.warmup,
                                    "rounds": args.rounds, "results": results,
-                                   "timestamp": common.timestamp()})
+                                   "timestamp": bench.timestamp()})
     return 0
 
 

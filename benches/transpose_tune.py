@@ -12,10 +12,9 @@ import itertools
 import os
 import sys
 
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import common  # noqa: E402
+from numba_tma import bench  # noqa: E402
 
 
 def main():
@@ -47,9 +46,9 @@ def main():
     ref = t.t().contiguous()
     nbytes = 2 * M * N * dtype.itemsize
     flat_in, flat_out = cuda.as_cuda_array(t.view(-1)), cuda.as_cuda_array(out_t.view(-1))
-    copy_ms = common.median(common.time_cuda(lambda: flat_out.copy_to_device(flat_in),
+    copy_ms = bench.median(bench.time_cuda(lambda: flat_out.copy_to_device(flat_in),
                                              args.iters, 3))
-    copy = common.gbps(nbytes, copy_ms)
+    copy = bench.gbps(nbytes, copy_ms)
     print(f"{torch.cuda.get_device_name()} {dtype.name} {M}x{N}: copy {copy:.1f} GB/s")
     groups = [tuple(int(v) for v in g.split("x")) for g in args.groups.split(",")]
     blocks = [None if b == "auto" else int(b) for b in args.blocks.split(",")]
@@ -68,14 +67,14 @@ def main():
             print(f"  sub={sub} stages={st}: skipped: {exc}")
             continue
         ok = torch.equal(out_t, ref)
-        ms = common.median(common.time_cuda(run, args.iters, 3)) if ok else float("nan")
-        g = common.gbps(nbytes, ms) if ok else float("nan")
+        ms = bench.median(bench.time_cuda(run, args.iters, 3)) if ok else float("nan")
+        g = bench.gbps(nbytes, ms) if ok else float("nan")
         cfg = tt.pipelined_config(dtype.itemsize, sub, st)
         rows.append([f"{cfg[1]}x{cfg[2]}", str(cfg[3]), f"{group[0]}x{group[1]}", str(bps or "auto"),
                      str(l2), "ok" if ok else "WRONG",
-                     common.fmt(ms, ".3f"), common.fmt(g, ".1f"), common.fmt(100 * g / copy, ".1f")])
+                     bench.fmt(ms, ".3f"), bench.fmt(g, ".1f"), bench.fmt(100 * g / copy, ".1f")])
         print("  " + " | ".join(rows[-1]), flush=True)
-    print(common.format_table(["sub", "stages", "group", "blocks/SM", "L2 promo", "check", "ms",
+    print(bench.format_table(["sub", "stages", "group", "blocks/SM", "L2 promo", "check", "ms",
                                "GB/s", "% copy"], rows))
     if dtype.itemsize == 4 and args.seed_batches:
         # Seed 000's batched kernel: elements per thread.
@@ -91,11 +90,11 @@ def main():
             out_t.fill_(0)
             run()
             ok = torch.equal(out_t, ref)
-            ms = common.median(common.time_cuda(run, args.iters, 3))
-            g = common.gbps(nbytes, ms)
-            rows.append([str(batch), "ok" if ok else "WRONG", common.fmt(ms, ".3f"),
-                         common.fmt(g, ".1f"), common.fmt(100 * g / copy, ".1f")])
-        print(common.format_table(["batch", "check", "ms", "GB/s", "% copy"], rows))
+            ms = bench.median(bench.time_cuda(run, args.iters, 3))
+            g = bench.gbps(nbytes, ms)
+            rows.append([str(batch), "ok" if ok else "WRONG", bench.fmt(ms, ".3f"),
+                         bench.fmt(g, ".1f"), bench.fmt(100 * g / copy, ".1f")])
+        print(bench.format_table(["batch", "check", "ms", "GB/s", "% copy"], rows))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ the performance counters, say) is reported, not an error.
 
 import argparse
 import csv
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -39,20 +38,9 @@ import sys
 import numpy as np
 
 
-def load_common():
-    """benches/common.py, loaded by path (benches/ is not a package)."""
-    name = "numba_tma_benches_common"
-    mod = sys.modules.get(name)
-    if mod is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-common = load_common()
+# This checkout's numba_tma first (an older installed copy is never benched by mistake).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba_tma import bench  # noqa: E402
 
 BENCH = "warp_gemm_banks"
 RUNGS = ("smem", "padded", "ldmatrix", "swizzle")     # warp_gemm.LADDER's order
@@ -95,9 +83,9 @@ def parse_args(argv=None):
         prog="benches/warp_gemm_banks.py",
         description="Bank conflicts of the 16x16x16 half GEMM ladder (seed 002), checked, then "
                     "profiled with ncu when available (run on the GPU).")
-    p.add_argument("--rungs", default=list(RUNGS), type=common.argparse_type(parse_rungs),
+    p.add_argument("--rungs", default=list(RUNGS), type=bench.argparse_type(parse_rungs),
                    help="comma list of " + ", ".join(RUNGS) + " (default: all)")
-    p.add_argument("--run-only", default=None, type=common.argparse_type(parse_rungs),
+    p.add_argument("--run-only", default=None, type=bench.argparse_type(parse_rungs),
                    metavar="RUNGS", help="only launch these rungs once each (checked) and exit: "
                                          "the child ncu profiles")
     p.add_argument("--ncu", default=None, metavar="PATH",
@@ -107,7 +95,7 @@ def parse_args(argv=None):
                    help="also write the results to this JSON file")
     p.add_argument("--plot", metavar="PNG", default=None,
                    help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
-    p.add_argument("--seed", type=common.argparse_type(common.nonnegative_int), default=None,
+    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None,
                    help="seed for the inputs (default: fresh)")
     return p.parse_args(argv)
 
@@ -163,7 +151,7 @@ def run_only(names, seed=None):
     failed = []
     for name in names:
         r = check_rung(name, rng, normals=False)
-        common.log(f"{name}: {'ok' if r['ok'] else 'FAILED'}")
+        bench.log(f"{name}: {'ok' if r['ok'] else 'FAILED'}")
         if not r["ok"]:
             failed.append(name)
     return 1 if failed else 0
@@ -266,7 +254,7 @@ def profile(ncu, rungs, seed=None):
     """({rung: {key: value}}, keys, error or None, command)."""
     keys = available_metrics(ncu)
     cmd = ncu_command(ncu, rungs, keys, seed)
-    common.log("profiling:", " ".join(cmd))
+    bench.log("profiling:", " ".join(cmd))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NCU_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -274,7 +262,7 @@ def profile(ncu, rungs, seed=None):
     counters = counters_by_rung(parse_ncu_csv(proc.stdout), keys)
     error = None
     if proc.returncode != 0 or not counters:
-        tail = common.one_line((proc.stderr or "") + " " + (proc.stdout or "")[-2000:], 600)
+        tail = bench.one_line((proc.stderr or "") + " " + (proc.stdout or "")[-2000:], 600)
         error = f"ncu exited {proc.returncode} with {len(counters)} kernels profiled: {tail}"
     return counters, keys, error, cmd
 
@@ -290,7 +278,7 @@ def model_of(rung):
 def _pair(conflicts, wavefronts):
     if conflicts is None and wavefronts is None:
         return "-"
-    return f"{common.fmt(conflicts, '.0f')}/{common.fmt(wavefronts, '.0f')}"
+    return f"{bench.fmt(conflicts, '.0f')}/{bench.fmt(wavefronts, '.0f')}"
 
 
 HEADERS = ("rung", "check", "ld c/w", "st c/w", "ldsm c/w", "stsm c/w", "model ld", "model st",
@@ -310,7 +298,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.run_only is not None:
         return run_only(args.run_only, args.seed)
-    env = common.gpu_environment()
+    env = bench.gpu_environment()
     print(f"# {BENCH}: {env['gpu']} (cc {env['compute_capability']}), driver {env['driver']}, "
           f"CUDA runtime {env['cuda_runtime']}")
     print("# c/w = bank conflicts / wavefronts of one run (one warp); model = "
@@ -321,7 +309,7 @@ def main(argv=None):
         try:
             check = check_rung(rung, rng)
         except Exception as exc:
-            check = {"ok": False, "error": common.one_line(f"{type(exc).__name__}: {exc}")}
+            check = {"ok": False, "error": bench.one_line(f"{type(exc).__name__}: {exc}")}
         rows.append({"rung": rung, "check": check, "model": model_of(rung), "ncu": None})
         line = f"{rung}: {'ok' if check['ok'] else 'FAILED'}"
         if "error" in check:
@@ -329,7 +317,7 @@ def main(argv=None):
         elif check.get("normal_max_rel_err") is not None:
             line += (f" (integers exact: {check['int_exact']}, normals max rel err "
                      f"{check['normal_max_rel_err']:.2e})")
-        common.log(line)
+        bench.log(line)
     failed = [r["rung"] for r in rows if not r["check"]["ok"]]
 
     ncu = None if args.no_ncu else find_ncu(args.ncu)
@@ -349,17 +337,17 @@ def main(argv=None):
                             command=" ".join(cmd))
             for r in rows:
                 r["ncu"] = counters.get(r["rung"])
-    print(common.format_table(HEADERS, [table_row(r) for r in rows], align="ll" + "r" * 8))
+    print(bench.format_table(HEADERS, [table_row(r) for r in rows], align="ll" + "r" * 8))
     if ncu_info["error"]:
         print(f"# ncu: {ncu_info['error']}")
     elif ncu_info["version"]:
         print(f"# {ncu_info['version']}")
     if args.json or args.plot:
-        common.save_results(args, {
+        bench.save_results(args, {
             "bench": BENCH, "gpu": env.get("gpu"), "driver": env.get("driver"), "env": env,
-            "versions": common.package_versions(), "ncu": ncu_info, "results": rows,
+            "versions": bench.package_versions(), "ncu": ncu_info, "results": rows,
             "seed": args.seed, "command": " ".join([sys.executable] + sys.argv),
-            "timestamp": common.timestamp()})
+            "timestamp": bench.timestamp()})
     return 1 if failed else 0
 
 

@@ -21,6 +21,7 @@ Host side:
     ``numba_tma.Im2colTensorMap`` the same for im2col mode (NWC / NHWC / NDHWC convolutions)
     ``numba_tma.launch``    >48 KB dynamic shared memory; thread-block cluster launches
     ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
+    ``numba_tma.bench``     time kernels (do_bench, interleaved rounds), baselines, results, plots
 Command line:
     ``python -m numba_tma.swizzle [--png PATH] --span 128 --itemsize 4``: a swizzled box's bank map
 """

@@ -26,6 +26,7 @@ from ._device import require_hopper
 from .launch import context_id, is_capturing, stream_handle
 from .kernels import gemm_tma, gemm_wgmma
 from .kernels._descriptors import descriptor_map, retarget
+from .operands import check_device, dtype_name, read_operand
 
 __all__ = ["matmul", "MatmulPlan", "plan_matmul"]
 
@@ -36,8 +37,18 @@ _OUT_KINDS = {"float16": "f16", "torch.float16": "f16", "torch.bfloat16": "bf16"
 _DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
+def _dtype_label(array):
+    """``str(array.dtype)`` ("float16", "torch.bfloat16"), or for an object that exposes only
+    ``__cuda_array_interface__`` its typestr's name."""
+    dtype = getattr(array, "dtype", None)
+    cai = None if dtype is not None else getattr(array, "__cuda_array_interface__", None)
+    if isinstance(cai, dict) and "typestr" in cai:
+        return dtype_name(cai["typestr"])
+    return str(dtype)
+
+
 def _kind(array, argname, table):
-    name = str(getattr(array, "dtype", None))
+    name = _dtype_label(array)
     kind = table.get(name)
     if kind is None:
         allowed = sorted({k.replace("torch.", "") for k in table})
@@ -105,9 +116,12 @@ class MatmulPlan:
 
 def plan_matmul(a, b, out, config=None):
     """Validate ``a``, ``b``, ``out`` (all required) and return the :class:`MatmulPlan`."""
+    for name, array in (("a", a), ("b", b), ("out", out)):      # before any driver call
+        check_device(read_operand(array, name, writable=name == "out"), name)
     in_kind = _kind(a, "a", _IN_KINDS)
     if _kind(b, "b", _IN_KINDS) != in_kind:
-        raise TypeError(f"a and b must have the same dtype; got {a.dtype} and {b.dtype}")
+        raise TypeError(f"a and b must have the same dtype; got {_dtype_label(a)} and "
+                        f"{_dtype_label(b)}")
     out_kind = _kind(out, "out", _OUT_KINDS)
     va, vb, vo = numba_view(a, "a"), numba_view(b, "b"), numba_view(out, "out")
     sa, a_row = _major(va, "a")

@@ -20,8 +20,8 @@ pixels, ``E + 2p - K + 1`` of them at stride 1.
 
 Every rule ``cuTensorMapEncodeIm2col`` documents is checked before the driver sees the arguments
 (:func:`plan_im2col_tensor_map`, no GPU needed); the rules shared with tile mode (dtype, address,
-shape, strides, element strides, interleave, swizzle, L2 promotion, OOB fill) go through
-:func:`numba_tma.tensormap.plan_tensor_map` itself, so both modes report them identically.
+shape, strides, element strides, interleave, swizzle, L2 promotion, OOB fill) are
+:func:`numba_tma.tensormap_rules.check_layout`'s, so both modes report them identically.
 Only tile-mode maps can be modified on the device (``numba_tma.tensormap_device``).
 """
 
@@ -32,16 +32,20 @@ from typing import Any
 
 from cuda.bindings import driver
 
-from .tensormap import (
-    TMA_BOX_INNER_ALIGN,
+from . import tensormap_driver as _drv
+from .tensormap import _array_layout
+from .tensormap_driver import Descriptor
+from .tensormap_rules import (
+    _L2_PROMOTION,
+    _OOB_FILL,
+    _SWIZZLE,
+    _INTERLEAVE,
     TMA_MAX_RANK,
-    _array_layout,
-    _as_int,
-    _as_int_tuple,
-    _Descriptor,
-    _fmt_bytes_option,
-    plan_tensor_map,
-    resolve_dtype,
+    as_int,
+    as_int_tuple,
+    check_layout,
+    check_row_bytes,
+    fmt_bytes_option,
 )
 
 __all__ = [
@@ -137,7 +141,7 @@ class Im2colPlan:
 
 
 def _corners(values, what, rank, spatial):
-    corners = _as_int_tuple(values, what)
+    corners = as_int_tuple(values, what)
     names = ", ".join(_SPATIAL_NAMES[rank])
     if len(corners) != spatial:
         raise ValueError(
@@ -177,7 +181,7 @@ def plan_im2col_tensor_map(
     ``itemsize_or_dtype`` as for :func:`numba_tma.tensormap.plan_tensor_map`. Raises
     ``TypeError``/``ValueError`` naming the offending argument.
     """
-    shape = _as_int_tuple(shape, "shape")
+    shape = as_int_tuple(shape, "shape")
     rank = len(shape)
     if not IM2COL_MIN_RANK <= rank <= TMA_MAX_RANK:
         raise ValueError(
@@ -187,51 +191,30 @@ def plan_im2col_tensor_map(
     spatial = rank - 2
     lower = _corners(pixel_box_lower_corner, "pixel_box_lower_corner", rank, spatial)
     upper = _corners(pixel_box_upper_corner, "pixel_box_upper_corner", rank, spatial)
-    channels = _as_int(channels_per_pixel, "channels_per_pixel")
+    channels = as_int(channels_per_pixel, "channels_per_pixel")
     if not 1 <= channels <= IM2COL_MAX_CHANNELS_PER_PIXEL:
         raise ValueError(
             f"channels_per_pixel = {channels} is outside 1..{IM2COL_MAX_CHANNELS_PER_PIXEL}"
         )
-    pixels = _as_int(pixels_per_column, "pixels_per_column")
+    pixels = as_int(pixels_per_column, "pixels_per_column")
     if not 1 <= pixels <= IM2COL_MAX_PIXELS_PER_COLUMN:
         raise ValueError(
             f"pixels_per_column = {pixels} is outside 1..{IM2COL_MAX_PIXELS_PER_COLUMN}"
         )
 
-    # The rules shared with tile mode, checked by the tile planner itself. Its box is a stand-in
-    # (one 16-byte row) that satisfies every box rule, so only the shared arguments can fail.
-    if isinstance(itemsize_or_dtype, int) and not isinstance(itemsize_or_dtype, bool):
-        probe_itemsize = itemsize_or_dtype
-    else:
-        probe_itemsize = resolve_dtype(itemsize_or_dtype)[1]
-    stand_in_box = (1,) * (rank - 1) + (max(1, TMA_BOX_INNER_ALIGN // probe_itemsize),)
-    tiled = plan_tensor_map(
-        shape,
-        strides_bytes,
-        itemsize_or_dtype,
-        address,
-        stand_in_box,
-        swizzle=swizzle,
-        interleave=interleave,
-        l2_promotion=l2_promotion,
-        oob_fill=oob_fill,
-        element_strides=element_strides,
-    )
+    tiled = check_layout(shape, strides_bytes, itemsize_or_dtype, address, swizzle=swizzle,
+                         interleave=interleave, l2_promotion=l2_promotion, oob_fill=oob_fill,
+                         element_strides=element_strides)
+    if tiled.interleave_bytes:
+        raise ValueError(
+            f"interleave = {fmt_bytes_option(tiled.interleave_bytes)}: numba_tma's im2col maps "
+            f"take no interleave (NC/kHWCk im2col has not been measured); use interleave=None"
+        )
     itemsize = tiled.itemsize
+    channel_bytes = check_row_bytes("channels_per_pixel * itemsize", channels, itemsize,
+                                    tiled.swizzle_bytes)
 
-    channel_bytes = channels * itemsize
-    if channel_bytes % TMA_BOX_INNER_ALIGN:
-        raise ValueError(
-            f"channels_per_pixel * itemsize = {channels} * {itemsize} = {channel_bytes} bytes; "
-            f"TMA needs a multiple of {TMA_BOX_INNER_ALIGN}"
-        )
-    if not tiled.interleave_bytes and tiled.swizzle_bytes and channel_bytes > tiled.swizzle_bytes:
-        raise ValueError(
-            f"channels_per_pixel * itemsize = {channels} * {itemsize} = {channel_bytes} bytes, "
-            f"wider than the {tiled.swizzle_bytes}B swizzle span"
-        )
-
-    estrides = tiled.element_strides[::-1]  # array order
+    estrides = tiled.element_strides
     positions = []
     for i in range(spatial):
         extent, lo, up, step = shape[1 + i], lower[i], upper[i], estrides[1 + i]
@@ -252,17 +235,17 @@ def plan_im2col_tensor_map(
         data_type=tiled.data_type,
         rank=rank,
         address=tiled.address,
-        global_dim=tiled.global_dim,
-        global_strides=tiled.global_strides,
+        global_dim=shape[::-1],
+        global_strides=tiled.strides[:-1][::-1],
         lower_corner=lower[::-1],
         upper_corner=upper[::-1],
         channels_per_pixel=channels,
         pixels_per_column=pixels,
-        element_strides=tiled.element_strides,
-        interleave=tiled.interleave,
-        swizzle=tiled.swizzle,
-        l2_promotion=tiled.l2_promotion,
-        oob_fill=tiled.oob_fill,
+        element_strides=estrides[::-1],
+        interleave=_INTERLEAVE[0],
+        swizzle=_SWIZZLE[swz],
+        l2_promotion=_L2_PROMOTION[tiled.l2_promotion_bytes],
+        oob_fill=_OOB_FILL[tiled.oob_fill],
         shape=shape,
         strides=tiled.strides,
         pixel_box_lower_corner=lower,
@@ -278,17 +261,7 @@ def plan_im2col_tensor_map(
     )
 
 
-def _encode(plan: Im2colPlan) -> list[int]:
-    err, tmap = driver.cuTensorMapEncodeIm2col(*plan.encode_args())
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(
-            f"cuTensorMapEncodeIm2col failed with {getattr(err, 'name', err)}; "
-            f"plan: {plan.describe()}"
-        )
-    return [int(word) for word in tmap.opaque]
-
-
-class Im2colTensorMap(_Descriptor):
+class Im2colTensorMap(Descriptor):
     """An im2col-mode TMA descriptor for an NWC/NHWC/NDHWC device array, held in device memory.
 
     ``pixel_box_lower_corner``/``pixel_box_upper_corner``: the filter-base box, array order
@@ -332,7 +305,7 @@ class Im2colTensorMap(_Descriptor):
             oob_fill=oob_fill,
             element_strides=element_strides,
         )
-        self._hold(array, plan, address, _encode)
+        self._hold(array, plan, address, _drv.encode_im2col)
 
     pixel_box_lower_corner = property(lambda self: self._plan.pixel_box_lower_corner)
     pixel_box_upper_corner = property(lambda self: self._plan.pixel_box_upper_corner)
@@ -348,7 +321,7 @@ class Im2colTensorMap(_Descriptor):
     def __repr__(self) -> str:
         dims = ", ".join(str(n) for n in self.shape)
         extras = "".join(
-            f", {name}={_fmt_bytes_option(value)}"
+            f", {name}={fmt_bytes_option(value)}"
             for name, value in (("swizzle", self.swizzle), ("interleave", self.interleave))
             if value
         )

@@ -35,7 +35,7 @@ from ._calls import call_stream, operand_key
 from ._device import HOPPER_CC
 from .kernels import transpose_classic, transpose_sector, transpose_tma, transpose_vec
 from .launch import context_id, is_capturing, numba_stream
-from .tensormap import describe_array, dtype_name, is_c_contiguous
+from .operands import check_device, is_c_contiguous, read_operand
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
 
@@ -54,16 +54,14 @@ class _Operand(NamedTuple):
     dtype: str          # "float32", "bfloat16", ...: comparable across numba, CuPy and torch
 
 
-def _describe(array, argname):
-    """(shape, strides in bytes or None, itemsize, dtype name, address) of a CUDA array, or the
-    TypeError naming ``argname`` that :func:`numba_view` raises for anything else."""
+def _describe(array, argname, writable=False):
+    """(shape, strides in bytes or None, itemsize, dtype name, address) of a CUDA array on the
+    launch device, after :func:`numba_tma.operands.read_operand`'s checks (errors name
+    ``argname``; ``writable``: a read-only array is refused)."""
     if not numba_config.ENABLE_CUDASIM:
-        try:
-            shape, strides, itemsize, spec, ptr = describe_array(array)
-        except TypeError:
-            numba_view(array, argname)          # raises the error naming the argument
-            raise
-        return tuple(shape), strides, itemsize, dtype_name(spec), ptr
+        op = read_operand(array, argname, writable=writable)
+        check_device(op, argname)
+        return op.shape, op.strides, op.itemsize, op.dtype, op.ptr
     view = numba_view(array, argname)           # the simulator's arrays have no interface
     return (tuple(view.shape), tuple(view.strides), view.dtype.itemsize, view.dtype.name,
             transpose_classic._device_pointer(view))
@@ -91,7 +89,7 @@ def _validate(src, out, checked_src=None):
     (``checked_src``: what :func:`_check_src` returned for ``src``, if it already ran)."""
     shape, itemsize, dtype, s_ptr = checked_src or _check_src(src)
     want = shape[:-2] + (shape[-1], shape[-2])
-    o_shape, o_strides, _, o_dtype, o_ptr = _describe(out, "out")
+    o_shape, o_strides, _, o_dtype, o_ptr = _describe(out, "out", writable=True)
     if o_shape != want:
         raise ValueError(f"out must have shape {want} for src of shape {shape}; got {o_shape}")
     if o_dtype != dtype:

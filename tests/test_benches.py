@@ -1,6 +1,8 @@
 """CPU tests of the benches' pure parts: argument parsing, statistics, bandwidth arithmetic, tables,
 the sampled transpose check, the JSON schema, and (under the CUDA simulator) one whole run of
-benches/transpose.py on fake kernels. benches/ is not a package: its files are loaded by path."""
+benches/transpose.py on fake kernels. The shared tools are the package's numba_tma.bench
+(tests/test_bench_toolkit.py tests more of it); the scripts, command lines over it, are loaded
+by path (benches/ is not a package)."""
 
 import argparse
 import importlib.util
@@ -15,6 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from numba_tma import bench as toolkit
+from numba_tma.bench import baselines
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHES = ROOT / "benches"
 
@@ -27,24 +32,50 @@ def load(name, filename):
     return mod
 
 
-common = load("numba_tma_benches_common", "common.py")
 bench = load("bench_transpose", "transpose.py")
 
 
 # --- importing needs no GPU stack ------------------------------------------------------------
 
-def test_import_does_not_load_numba_cuda():
+#: What importing the benches and numba_tma.bench must not load: the optional GPU libraries (and
+#: matplotlib) are imported by the functions that use them. numba_tma itself (and with it
+#: numba.cuda, which imports without a GPU) is the toolkit's package and is loaded.
+OPTIONAL = ("torch", "cupy", "triton", "matplotlib")
+
+
+def _import_loads_no_optional_library(*scripts):
     code = textwrap.dedent(f"""
         import importlib.util, sys
-        for name, path in (("c", {str(BENCHES / "common.py")!r}),
-                           ("t", {str(BENCHES / "transpose.py")!r})):
-            spec = importlib.util.spec_from_file_location(name, path)
+        import numba_tma.bench
+        for name, path in {[(n, str(BENCHES / n)) for n in scripts]!r}:
+            spec = importlib.util.spec_from_file_location(name[:-3], path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
-        loaded = [m for m in sys.modules if m.split(".")[0] in ("numba", "torch", "cupy")]
+        loaded = [m for m in sys.modules if m.split(".")[0] in {OPTIONAL!r}]
         assert not loaded, loaded
     """)
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_import_does_not_load_numba_cuda():
+    # Renamed in spirit: the toolkit lives in numba_tma now, whose import loads numba.cuda (no
+    # GPU needed); what importing must still not load are the optional libraries.
+    _import_loads_no_optional_library("transpose.py")
+
+
+def test_toolkit_modules_import_no_gpu_library_at_module_level():
+    # numba.cuda, torch, CuPy, Triton and matplotlib are imported inside functions only.
+    import ast
+
+    for path in (ROOT / "numba_tma" / "bench").glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in ("numba", "cuda") + OPTIONAL, (path.name, name)
 
 
 # --- arguments --------------------------------------------------------------------------------
@@ -87,44 +118,44 @@ def test_parse_args_rejects(argv):
     ("double", "float64"), ("int32", "int32"), ("i64", "int64"),
 ])
 def test_parse_dtype(text, name):
-    assert common.parse_dtype(text) == name
+    assert toolkit.parse_dtype(text) == name
 
 
 def test_select_names():
     names = ["v1_naive", "v2_smem", "tma_naive", "tma_swizzle128", "tma_pipelined", "transpose()"]
-    assert common.select_names(names, None) == names
-    assert common.select_names(names, "") == names
-    assert common.select_names(names, "tma_*") == ["tma_naive", "tma_swizzle128", "tma_pipelined"]
-    assert common.select_names(names, "transpose(),v1_naive") == ["v1_naive", "transpose()"]
-    assert common.select_names(names, "*naive, tma_p*") == ["v1_naive", "tma_naive",
+    assert toolkit.select_names(names, None) == names
+    assert toolkit.select_names(names, "") == names
+    assert toolkit.select_names(names, "tma_*") == ["tma_naive", "tma_swizzle128", "tma_pipelined"]
+    assert toolkit.select_names(names, "transpose(),v1_naive") == ["v1_naive", "transpose()"]
+    assert toolkit.select_names(names, "*naive, tma_p*") == ["v1_naive", "tma_naive",
                                                             "tma_pipelined"]
     with pytest.raises(ValueError, match="tma_nope"):
-        common.select_names(names, "tma_*,tma_nope")
+        toolkit.select_names(names, "tma_*,tma_nope")
 
 
 # --- statistics and arithmetic ------------------------------------------------------------------
 
 def test_summarize_and_median():
-    s = common.summarize([3.0, 1.0, 2.0, 10.0])
+    s = toolkit.summarize([3.0, 1.0, 2.0, 10.0])
     assert s == {"median": 2.5, "min": 1.0, "max": 10.0, "mean": 4.0,
                  "stdev": pytest.approx(np.std([3, 1, 2, 10], ddof=1)), "n": 4}
-    assert common.median([5.0, 1.0, 3.0]) == 3.0
-    assert common.summarize([2.0])["stdev"] == 0.0
+    assert toolkit.median([5.0, 1.0, 3.0]) == 3.0
+    assert toolkit.summarize([2.0])["stdev"] == 0.0
     with pytest.raises(ValueError):
-        common.summarize([])
+        toolkit.summarize([])
 
 
 def test_bandwidth_arithmetic():
     nbytes = bench.transpose_bytes((32768, 32768), 4)
     assert nbytes == 2 * 32768 * 32768 * 4 == 8 * 2**30
-    assert common.gbps(nbytes, 4.0) == pytest.approx(nbytes / 4e-3 / 1e9)     # 2147.5 GB/s
-    assert common.gbps(2e9, 1000.0) == pytest.approx(2.0)
-    assert common.gbps(nbytes, 0) is None and common.gbps(nbytes, -1.0) is None
-    assert common.gbps(nbytes, None) is None
-    assert common.pct_of(1500.0, 3000.0) == pytest.approx(50.0)
-    assert common.pct_of(1.0, None) is None and common.pct_of(None, 3.0) is None
-    assert common.speedup(6.0, 3.0) == pytest.approx(2.0)      # torch 6 ms, kernel 3 ms: 2x
-    assert common.speedup(None, 3.0) is None and common.speedup(6.0, 0.0) is None
+    assert toolkit.gbps(nbytes, 4.0) == pytest.approx(nbytes / 4e-3 / 1e9)     # 2147.5 GB/s
+    assert toolkit.gbps(2e9, 1000.0) == pytest.approx(2.0)
+    assert toolkit.gbps(nbytes, 0) is None and toolkit.gbps(nbytes, -1.0) is None
+    assert toolkit.gbps(nbytes, None) is None
+    assert toolkit.pct_of(1500.0, 3000.0) == pytest.approx(50.0)
+    assert toolkit.pct_of(1.0, None) is None and toolkit.pct_of(None, 3.0) is None
+    assert toolkit.speedup(6.0, 3.0) == pytest.approx(2.0)      # torch 6 ms, kernel 3 ms: 2x
+    assert toolkit.speedup(None, 3.0) is None and toolkit.speedup(6.0, 0.0) is None
 
 
 def fake_event(log):
@@ -154,35 +185,35 @@ def fake_event(log):
 def test_time_cuda_brackets_each_run():
     log = []
     Event = fake_event(log)
-    times = common.time_cuda(lambda: log.append("run"), 4, warmup=2, event=Event,
+    times = toolkit.time_cuda(lambda: log.append("run"), 4, warmup=2, event=Event,
                              synchronize=lambda: log.append("sync"))
     assert log[:3] == ["run", "run", "sync"]                   # warm-up, then a synchronize
     assert log[3:15] == ["record", "run", "record"] * 4        # each timed run bracketed
     assert log.count("run") == 6 and Event.count == 8
     assert times == [2.0] * 4
     with pytest.raises(ValueError):
-        common.time_cuda(lambda: None, 0, event=Event, synchronize=lambda: None)
+        toolkit.time_cuda(lambda: None, 0, event=Event, synchronize=lambda: None)
     log.clear()
-    common.time_cuda(lambda: log.append("run"), 2, event=Event, synchronize=lambda: None,
+    toolkit.time_cuda(lambda: log.append("run"), 2, event=Event, synchronize=lambda: None,
                      hold=lambda: log.append("hold"))
     assert log[:4] == ["hold", "record", "run", "record"]      # the GPU wait goes first
 
 
 def test_random_array():
     rng = np.random.default_rng(0)
-    for dtype in common.SUPPORTED_DTYPES:
-        a = common.random_array((37, 53), dtype, rng, chunk_elems=100)
+    for dtype in toolkit.SUPPORTED_DTYPES:
+        a = toolkit.random_array((37, 53), dtype, rng, chunk_elems=100)
         assert a.dtype == np.dtype(dtype) and a.shape == (37, 53)
         assert np.count_nonzero(a) > 0.9 * a.size
         assert len(np.unique(a)) > 50
-    f = common.random_array((1000,), "float16", rng)
+    f = toolkit.random_array((1000,), "float16", rng)
     assert np.isfinite(f).all() and 0.5 < f.std() < 1.5
 
 
 # --- formatting and results ---------------------------------------------------------------------
 
 def test_format_table():
-    text = common.format_table(["kernel", "ms", "GB/s"], [["copy", "1.000", "2000.0"],
+    text = toolkit.format_table(["kernel", "ms", "GB/s"], [["copy", "1.000", "2000.0"],
                                                         ["tma_pipelined", "12.5", "-"]])
     lines = text.splitlines()
     assert lines[0] == "kernel        |    ms |   GB/s"
@@ -190,9 +221,9 @@ def test_format_table():
     assert lines[2] == "copy          | 1.000 | 2000.0"
     assert lines[3] == "tma_pipelined |  12.5 |      -"
     with pytest.raises(ValueError):
-        common.format_table(["a", "b"], [["only one"]])
-    assert common.fmt(None) == "-" and common.fmt(float("nan")) == "-"
-    assert common.fmt(2.0, ".1f") == "2.0"
+        toolkit.format_table(["a", "b"], [["only one"]])
+    assert toolkit.fmt(None) == "-" and toolkit.fmt(float("nan")) == "-"
+    assert toolkit.fmt(2.0, ".1f") == "2.0"
 
 
 def fake_rows(shape=(1024, 512), dtype="float32"):
@@ -280,7 +311,7 @@ def test_json_schema(tmp_path):
     report = bench.build_report(env, versions, args, configs, rows_a + rows_b, seed=1,
                                 command="benches/transpose.py")
     path = tmp_path / "sub" / "transpose.json"
-    common.write_json(path, report)
+    toolkit.write_json(path, report)
     doc = json.loads(path.read_text())
     assert set(bench.REPORT_KEYS) <= set(doc)
     assert doc["gpu"] == "NVIDIA H100 80GB HBM3" and doc["driver"] == "13.0"
@@ -300,7 +331,7 @@ def test_json_schema(tmp_path):
             assert r["ms"] is None and r["reason"]
     uint8_copy = [r for r in doc["results"] if r["dtype"] == "uint8" and r["kernel"] == "copy"]
     assert uint8_copy[0]["copy_GBps"] == pytest.approx(configs[1]["copy_GBps"])
-    common.write_json(path, {"x": float("nan"), "y": np.float32(1.5), "z": (1, 2)})
+    toolkit.write_json(path, {"x": float("nan"), "y": np.float32(1.5), "z": (1, 2)})
     assert json.loads(path.read_text()) == {"x": None, "y": 1.5, "z": [1, 2]}
 
 
@@ -317,7 +348,7 @@ def sampled(src, out, rows, cols):
 @pytest.fixture
 def case():
     rng = np.random.default_rng(7)
-    src = common.random_array((300, 170), "float32", rng)           # (M, N); out is (N, M)
+    src = toolkit.random_array((300, 170), "float32", rng)           # (M, N); out is (N, M)
     rows = bench.sample_lines(170, 8, rng)
     cols = bench.sample_lines(300, 8, rng)
     return src, np.ascontiguousarray(src.T), rows, cols
@@ -396,7 +427,7 @@ def test_sampled_check_shape_mismatch(case):
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "float16", "float64", "int64"])
 def test_sampled_check_dtypes(dtype):
     rng = np.random.default_rng(3)
-    src = common.random_array((40, 24), dtype, rng)
+    src = toolkit.random_array((40, 24), dtype, rng)
     out = np.ascontiguousarray(src.T)
     rows, cols = bench.sample_lines(24, 4, rng), bench.sample_lines(40, 4, rng)
     assert sampled(src, out, rows, cols) == (0, None)
@@ -408,12 +439,12 @@ def test_launcher_errors_skip_or_fail():
     from numba.core.errors import TypingError
     from numba.cuda.cudadrv.driver import CudaAPIError
 
-    assert bench._skippable(TypeError("float64 unsupported"))
-    assert bench._skippable(ValueError("rows must be 16-byte multiples"))
-    assert bench._skippable(RuntimeError("no sm_90"))
-    assert not bench._skippable(CudaAPIError(700, "illegal address"))
-    assert not bench._skippable(TypingError("bad kernel"))
-    assert not bench._skippable(KeyError("x"))
+    assert toolkit.skippable(TypeError("float64 unsupported"))
+    assert toolkit.skippable(ValueError("rows must be 16-byte multiples"))
+    assert toolkit.skippable(RuntimeError("no sm_90"))
+    assert not toolkit.skippable(CudaAPIError(700, "illegal address"))
+    assert not toolkit.skippable(TypingError("bad kernel"))
+    assert not toolkit.skippable(KeyError("x"))
 
 
 # --- one whole run under the CUDA simulator -------------------------------------------------------
@@ -498,16 +529,7 @@ def gemm():
 
 
 def test_gemm_import_needs_no_gpu_stack():
-    code = textwrap.dedent(f"""
-        import importlib.util, sys
-        spec = importlib.util.spec_from_file_location("g", {str(BENCHES / "gemm.py")!r})
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        loaded = [m for m in sys.modules
-                  if m.split(".")[0] in ("numba", "torch", "cupy", "triton", "numba_tma")]
-        assert not loaded, loaded
-    """)
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    _import_loads_no_optional_library("gemm.py")
 
 
 def test_gemm_bench_arguments(gemm):
@@ -538,22 +560,22 @@ def test_gemm_bench_rejects_dtypes(gemm, text):
 
 
 def test_geomean():
-    assert common.geomean([2.0, 8.0]) == pytest.approx(4.0)
-    assert common.geomean([0.5, None, 2.0]) == pytest.approx(1.0)
-    assert common.geomean([]) is None and common.geomean([None]) is None
+    assert toolkit.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert toolkit.geomean([0.5, None, 2.0]) == pytest.approx(1.0)
+    assert toolkit.geomean([]) is None and toolkit.geomean([None]) is None
     with pytest.raises(ValueError):
-        common.geomean([1.0, 0.0])
+        toolkit.geomean([1.0, 0.0])
 
 
 def test_time_cuda_batch_brackets_all_runs():
     log = []
     Event = fake_event(log)
-    per_run = common.time_cuda_batch(lambda: log.append("run"), 4, warmup=2, event=Event,
+    per_run = toolkit.time_cuda_batch(lambda: log.append("run"), 4, warmup=2, event=Event,
                                      synchronize=lambda: log.append("sync"))
     assert log == ["run", "run", "sync", "record"] + ["run"] * 4 + ["record", "event-sync"]
     assert per_run == pytest.approx(5.0 / 4)       # one pair of events around all four runs
     with pytest.raises(ValueError):
-        common.time_cuda_batch(lambda: None, 0, event=Event, synchronize=lambda: None)
+        toolkit.time_cuda_batch(lambda: None, 0, event=Event, synchronize=lambda: None)
 
 
 def test_gemm_bench_bounds_and_labels(gemm):
@@ -565,9 +587,9 @@ def test_gemm_bench_bounds_and_labels(gemm):
     assert gemm.dtype_label("bfloat16", "float32") == "bfloat16->float32"
     cfg = types.SimpleNamespace(kwargs={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64,
                                         "GROUP_M": 8}, num_stages=3, num_warps=8)
-    assert gemm.config_label(cfg) == "128x256x64 s3 w8"
+    assert baselines.triton_config_label(cfg) == "128x256x64 s3 w8"
     # the autotuning space stays within Hopper's shared memory (16-bit inputs)
-    for bm, bn, bk, stages, warps in gemm.TRITON_CONFIGS:
+    for bm, bn, bk, stages, warps in baselines.TRITON_CONFIGS:
         assert (bm * bk + bk * bn) * 2 * stages <= 192 * 1024 and warps in (4, 8)
 
 
@@ -616,7 +638,7 @@ def test_gemm_bench_lines_and_table(gemm):
                    status="skipped", reason="no sm_90")
     failed = dict(gemm.new_row("tma_mma", (8, 8, 8), "bfloat16", "bfloat16"), status="FAILED",
                   rel_err=0.5)
-    text = common.format_table(gemm.HEADERS, [gemm.table_row(r) for r in rows + [skipped, failed]],
+    text = toolkit.format_table(gemm.HEADERS, [gemm.table_row(r) for r in rows + [skipped, failed]],
                                align=gemm.TABLE_ALIGN)
     lines = text.splitlines()
     assert [c.strip() for c in lines[0].split(" | ")] == [
@@ -650,7 +672,9 @@ def test_gemm_bench_geomeans(gemm):
 
 
 def test_gemm_bench_without_triton(gemm, monkeypatch):
-    monkeypatch.setattr(common, "import_optional", lambda name: (None, f"{name} not importable"))
+    monkeypatch.setattr(baselines, "import_optional",
+                        lambda name: (None, f"{name} not importable"))
+    assert gemm.triton_matmul is baselines.triton_matmul
     assert gemm.triton_matmul.__wrapped__() == (None, "triton not importable")
 
 
@@ -704,15 +728,12 @@ def test_host_bench_arguments_and_rows(host):
 
 
 def test_host_bench_import_needs_no_gpu_stack():
-    code = textwrap.dedent(f"""
-        import importlib.util, sys
-        spec = importlib.util.spec_from_file_location("h", {str(BENCHES / "host.py")!r})
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        loaded = [m for m in sys.modules if m.split(".")[0] in ("numba", "torch", "numba_tma")]
-        assert not loaded, loaded
-    """)
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    _import_loads_no_optional_library("host.py")
+
+
+def test_every_script_imports_without_an_optional_library():
+    _import_loads_no_optional_library(*(f"{name}.py" for name in SCRIPTS + ("plot",
+                                                                            "transpose_tune")))
 
 
 # --- plots -------------------------------------------------------------------------------------
@@ -746,13 +767,13 @@ def test_plot_panels_group_by_dtype_and_kernel():
         dict(kernel="matmul()", shape=[16, 8, 8], in_dtype="float16", out_dtype="float16",
              status="FAILED", TFLOPs=None),
     ]}
-    panels, ylabel, xlabel = common.plot_panels(doc)
+    panels, ylabel, xlabel = toolkit.plot_panels(doc)
     assert list(panels) == ["float16", "float16->float32"] and ylabel == "TFLOP/s"
     assert panels["float16"] == {"cublas": [("8x8x8", 1.0)], "matmul()": [("8x8x8", 2.0)]}
     with pytest.raises(ValueError, match="no plot for bench 'nope'"):
-        common.plot_panels({"bench": "nope", "results": []})
+        toolkit.plot_panels({"bench": "nope", "results": []})
     with pytest.raises(ValueError, match="no result to plot"):
-        common.plot_panels({"bench": "host", "results": []})
+        toolkit.plot_panels({"bench": "host", "results": []})
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (BENCHES / "results").glob("*.json")))
@@ -760,9 +781,9 @@ def test_committed_results_plot(name, tmp_path):
     # Every committed result draws: a PNG of one panel per dtype at the planned size.
     pytest.importorskip("matplotlib")
     doc = json.loads((BENCHES / "results" / name).read_text())
-    path = common.write_plot(doc, tmp_path / "out.png")
+    path = toolkit.write_plot(doc, tmp_path / "out.png")
     assert os.path.getsize(path) > 10_000
-    assert png_size(path) == common.plot_size(doc)
+    assert png_size(path) == toolkit.plot_size(doc)
 
 
 def test_save_results_writes_json_and_png(tmp_path):
@@ -771,9 +792,9 @@ def test_save_results_writes_json_and_png(tmp_path):
         {"op": "matmul(a, b)", "n": 256, "host_us": 40.0},
         {"op": "matmul(a, b)", "n": 1024, "host_us": 30.0}]}
     args = argparse.Namespace(json=str(tmp_path / "r.json"), plot=str(tmp_path / "r.png"))
-    common.save_results(args, doc)
+    toolkit.save_results(args, doc)
     assert json.loads((tmp_path / "r.json").read_text())["results"][1]["host_us"] == 30.0
-    assert png_size(tmp_path / "r.png") == common.plot_size(doc) == (1100, 450)
+    assert png_size(tmp_path / "r.png") == toolkit.plot_size(doc) == (1100, 450)
     subprocess.run([sys.executable, str(BENCHES / "plot.py"), str(tmp_path / "r.json"), "--png",
                     str(tmp_path / "again.png")], cwd=ROOT, check=True, capture_output=True)
     assert png_size(tmp_path / "again.png") == (1100, 450)
@@ -781,6 +802,6 @@ def test_save_results_writes_json_and_png(tmp_path):
 
 def test_host_us_per_call_holds_the_gpu_first():
     log = []
-    us = common.host_us_per_call(lambda: log.append("call"), 3, lambda: log.append("hold"),
+    us = toolkit.host_us_per_call(lambda: log.append("call"), 3, lambda: log.append("hold"),
                                  lambda: log.append("sync"))
     assert log == ["sync", "hold", "call", "call", "call", "sync"] and us >= 0

@@ -104,7 +104,7 @@ def test_class_validates_before_touching_the_driver():
 
 
 def test_class_encodes_the_plan(monkeypatch):
-    from numba_tma import tensormap as tm
+    from numba_tma import tensormap_driver as drv
     from numba_tma import tensormap_im2col as ti
 
     seen = {}
@@ -113,17 +113,16 @@ def test_class_encodes_the_plan(monkeypatch):
         seen["args"] = args
         return driver.CUresult.CUDA_SUCCESS, type("M", (), {"opaque": list(range(16))})()
 
-    monkeypatch.setattr(tm, "_check_device", lambda address: None)   # the maps share it
+    monkeypatch.setattr(drv, "check_device", lambda address: None)   # the maps share it
     monkeypatch.setattr(ti.driver, "cuTensorMapEncodeIm2col", fake_encode)
     desc = FakeDeviceArray((16,), "<u8", 0x7F10_0000_0000)
-    monkeypatch.setattr(tm, "_upload", lambda words: desc)
+    monkeypatch.setattr(drv, "upload", lambda words: desc)
     m = Im2colTensorMap(FakeDeviceArray((2, 9, 14, 64)), pixel_box_lower_corner=(-1, -1),
                         pixel_box_upper_corner=(-1, -1), channels_per_pixel=16,
                         pixels_per_column=32)
     assert seen["args"][5:9] == ([-1, -1], [-1, -1], 16, 32)
     assert m.smem_shape == (32, 16) and m.box_bytes == 1024
     assert "pixels_per_column=32" in repr(m)
-    assert tm  # the shared helpers come from numba_tma.tensormap
 
 
 # ---- the numpy models the GPU tests compare against ----------------------------------------

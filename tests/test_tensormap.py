@@ -11,6 +11,7 @@ import pytest
 from cuda.bindings import driver
 
 from numba_tma import tensormap as tm
+from numba_tma import tensormap_driver as drv
 from numba_tma.tensormap import TensorMap, TensorMapPlan, plan_tensor_map
 
 ADDR = 0x7F00_0000_0000  # 256-byte aligned, like cudaMalloc
@@ -87,9 +88,9 @@ def no_driver(monkeypatch):
     def reached(*args, **kwargs):
         raise AssertionError("validation let a bad argument reach the device check / driver")
 
-    monkeypatch.setattr(tm, "_check_device", reached)
-    monkeypatch.setattr(tm, "_encode", reached)
-    monkeypatch.setattr(tm, "_upload", reached)
+    monkeypatch.setattr(drv, "check_device", reached)
+    monkeypatch.setattr(drv, "encode_tiled", reached)
+    monkeypatch.setattr(drv, "upload", reached)
 
 
 class FakeEncoded:
@@ -116,9 +117,9 @@ def fake_driver(monkeypatch):
         calls["upload"] = list(words)
         return FakeDeviceArray((16,), "<u8", None, DESC_ADDR)
 
-    monkeypatch.setattr(tm, "_check_device", check_device)
+    monkeypatch.setattr(drv, "check_device", check_device)
     monkeypatch.setattr(tm.driver, "cuTensorMapEncodeTiled", encode)
-    monkeypatch.setattr(tm, "_upload", upload)
+    monkeypatch.setattr(drv, "upload", upload)
     return calls
 
 
@@ -764,26 +765,26 @@ def test_encode_failure_names_the_cuda_error_and_the_plan(fake_driver, monkeypat
 
 def test_misaligned_descriptor_copy_is_reported(fake_driver, monkeypatch):
     monkeypatch.setattr(
-        tm, "_upload", lambda words: FakeDeviceArray((16,), "<u8", None, DESC_ADDR + 32)
+        drv, "upload", lambda words: FakeDeviceArray((16,), "<u8", None, DESC_ADDR + 32)
     )
     with pytest.raises(RuntimeError, match="not 64-byte aligned"):
         make_map()
 
 
 def test_array_on_another_device_is_rejected(monkeypatch):
-    monkeypatch.setattr(tm, "_current_device_id", lambda: 0)
+    monkeypatch.setattr(drv, "current_device_id", lambda: 0)
     monkeypatch.setattr(
         tm.driver, "cuPointerGetAttribute", lambda attr, ptr: (driver.CUresult.CUDA_SUCCESS, 1)
     )
     monkeypatch.setattr(
-        tm, "_encode", lambda plan: pytest.fail("encoded an array of another device")
+        drv, "encode_tiled", lambda plan: pytest.fail("encoded an array of another device")
     )
     with pytest.raises(ValueError, match="lives on device 1 but numba's current device is 0"):
         make_map()
 
 
 def test_pointer_that_is_not_device_memory_is_rejected(monkeypatch):
-    monkeypatch.setattr(tm, "_current_device_id", lambda: 0)
+    monkeypatch.setattr(drv, "current_device_id", lambda: 0)
     monkeypatch.setattr(
         tm.driver,
         "cuPointerGetAttribute",
@@ -803,9 +804,9 @@ def test_device_check_asks_for_the_device_ordinal(monkeypatch):
         seen["attr"], seen["ptr"] = attr, ptr
         return driver.CUresult.CUDA_SUCCESS, 0
 
-    monkeypatch.setattr(tm, "_current_device_id", lambda: 0)
+    monkeypatch.setattr(drv, "current_device_id", lambda: 0)
     monkeypatch.setattr(tm.driver, "cuPointerGetAttribute", get_attribute)
-    tm._check_device(ADDR)
+    drv.check_device(ADDR)
     assert seen == {
         "attr": driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
         "ptr": ADDR,

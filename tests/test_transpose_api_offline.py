@@ -20,6 +20,15 @@ pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="the simulator's arrays take the numba-view path")
 
 
+@pytest.fixture(autouse=True)
+def no_launch_device(monkeypatch):
+    """The fake pointers below are on no device: skip the device check (tests/test_operands.py
+    tests it), also on a machine with several GPUs where it would ask the driver about them."""
+    from numba_tma import operands
+
+    monkeypatch.setattr(operands, "launch_device", lambda: None)
+
+
 class FakeCuda:
     """An object exporting only __cuda_array_interface__ (never dereferenced here)."""
 

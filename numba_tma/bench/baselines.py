@@ -1,0 +1,266 @@
+"""Baselines the benches measure numba_tma's kernels against, each as a launcher: ``launch()``
+enqueues one asynchronous run on the default stream (where :mod:`numba_tma.bench.timing`'s CUDA
+events are recorded) on arrays made once, so a timed call does only the work.
+
+- copies, the ceiling of a memory-bound kernel: :func:`copy_launchers` (``cuMemcpyDtoDAsync``
+  and torch ``copy_``);
+- transposes: :func:`torch_transpose` (``x.t().contiguous()``), :func:`cupy_transpose`
+  (``cupy.ascontiguousarray(a.T)``), :func:`cublas_geam_transpose` (``cublas<s|d>geam``) and
+  :func:`numba_bundled_transpose` (``numba.cuda.kernels.transpose``, compiled once);
+- GEMMs: :func:`cublas_matmul` (``torch.matmul``) and :func:`triton_matmul` (a tuned Triton
+  matmul).
+
+torch, CuPy and Triton are optional: pass the module (:func:`~numba_tma.bench.env.import_optional`
+gives it or the reason it is missing), or call :func:`triton_matmul`, which imports Triton itself.
+"""
+
+import functools
+
+import numpy as np
+
+from .env import import_optional
+
+COPY = "copy"
+
+
+def copy_launchers(src, dst, torch=None):
+    """``{"copy[cuMemcpyDtoDAsync]": launch, "copy[torch copy_]": launch}``: device-to-device
+    copies of numba device array ``src``'s bytes into ``dst`` (same size), the second with torch
+    when it is given. The faster of them is a memory-bound kernel's ceiling."""
+    from numba import cuda
+
+    size = src.size
+    src_flat, dst_flat = src.reshape(size), dst.reshape(dst.size)
+    stream = cuda.default_stream()
+    launchers = {f"{COPY}[cuMemcpyDtoDAsync]":
+                 lambda: dst_flat.copy_to_device(src_flat, stream=stream)}
+    if torch is not None:
+        t_src = torch.as_tensor(src_flat, device="cuda")
+        t_dst = torch.as_tensor(dst_flat, device="cuda")
+        launchers[f"{COPY}[torch copy_]"] = lambda: t_dst.copy_(t_src)
+    return launchers
+
+
+def merge_copies(rows):
+    """The faster ok row of :func:`copy_launchers`' timed result rows (dicts with ``kernel``,
+    ``status``, ``ms``), renamed "copy", with every variant's time in its ``note``."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    parts = [f"{r['kernel'][len(COPY) + 1:-1]} " +
+             (f"{r['ms']:.4f} ms" if r["status"] == "ok" else r["status"]) for r in rows]
+    best = dict(min(ok, key=lambda r: r["ms"]) if ok else rows[0])
+    best["kernel"] = COPY
+    best["note"] = "faster of: " + "; ".join(parts)
+    return best
+
+
+def torch_transpose(torch, d_src):
+    """torch's transpose of a 2-D device array, ``x.t().contiguous()``; ``launch()`` returns the
+    new tensor."""
+    t_src = torch.as_tensor(d_src, device="cuda")
+    return lambda: t_src.t().contiguous()
+
+
+def cupy_transpose(cupy, d_src):
+    """CuPy's transpose, ``cupy.ascontiguousarray(a.T)``; ``launch()`` returns the new array."""
+    c_src = cupy.asarray(d_src)
+    return lambda: cupy.ascontiguousarray(c_src.T)
+
+
+def numba_bundled_transpose(d_src, d_out):
+    """numba-cuda's bundled transpose, compiled once: it builds (and compiles) a new kernel on
+    every call, so its first call is made with ``cuda.jit`` wrapped to capture the configured
+    kernel, and later runs relaunch that same kernel with the same grid."""
+    import numba.cuda.kernels.transpose as bundled
+
+    state = {}
+
+    class Capture:
+        def __init__(self, dispatcher):
+            self._dispatcher = dispatcher
+
+        def __getitem__(self, config):
+            state["launch"] = self._dispatcher[config]
+            return state["launch"]
+
+    def launch():
+        if "launch" in state:
+            return state["launch"](d_src, d_out)
+        cuda_mod = bundled.cuda
+        real_jit = cuda_mod.jit
+
+        def jit(*a, **kw):
+            made = real_jit(*a, **kw)
+            fn = a[0] if a else None
+            if getattr(fn, "__module__", None) == bundled.__name__ and \
+                    hasattr(made, "__getitem__"):
+                return Capture(made)            # only the bundled module's own kernel
+            return made
+
+        cuda_mod.jit = jit
+        try:
+            bundled.transpose(d_src, d_out)
+        finally:
+            cuda_mod.jit = real_jit
+        if "launch" not in state:
+            raise RuntimeError("could not capture the kernel of numba.cuda.kernels.transpose")
+
+    return launch
+
+
+def cublas_geam_transpose(cupy, d_src, d_out):
+    """cuBLAS's transpose, ``C = 1 * op(A) + 0 * C`` with op = T (``cublasSgeam`` /
+    ``cublasDgeam``, CuPy's handle): row-major (M, N) src is column-major N x M, and the
+    column-major M x N result is the row-major (N, M) out."""
+    if cupy is None:
+        raise ImportError("cupy not importable")
+    from cupy_backends.cuda.libs import cublas
+
+    geam = {np.dtype(np.float32): cublas.sgeam, np.dtype(np.float64): cublas.dgeam}.get(
+        np.dtype(d_src.dtype))
+    if geam is None:
+        raise TypeError(f"cuBLAS geam takes float32 and float64 here, not {d_src.dtype}")
+    m, n = d_src.shape
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, 0)                   # the default stream the events time
+    one, zero = np.ones(1, d_src.dtype), np.zeros(1, d_src.dtype)
+    a = d_src.__cuda_array_interface__["data"][0]
+    c = d_out.__cuda_array_interface__["data"][0]
+
+    def launch():
+        geam(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, m, n, one.ctypes.data, a, n,
+             zero.ctypes.data, c, m, c, m)
+
+    return launch
+
+
+def _matmul_cast(torch, a, b, out):
+    out.copy_(torch.matmul(a, b))
+
+
+def cublas_matmul(torch, a, b, out):
+    """cuBLAS through ``torch.matmul(a, b, out=out)`` (torch tensors); for an ``out`` of another
+    dtype than the inputs (fp32 from 16-bit inputs), torch.matmul's result cast into it."""
+    if out.dtype == a.dtype:
+        return functools.partial(torch.matmul, a, b, out=out)
+    return functools.partial(_matmul_cast, torch, a, b, out)
+
+
+# --- the Triton matmul --------------------------------------------------------------------------
+
+#: Triton's autotuning space, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps): Hopper tiles
+#: (wgmma wants 64-row multiples; <= 192 KiB of pipelined smem), big ones for the large shapes,
+#: smaller ones to fill 132 SMs at 1024^3. Kept short: each is compiled per dtype pair and per
+#: divisibility of M, N, K and tried at every shape.
+TRITON_CONFIGS = (
+    (128, 256, 64, 3, 8),
+    (256, 128, 64, 3, 8),
+    (128, 256, 32, 4, 8),
+    (128, 128, 64, 4, 4),
+    (128, 128, 64, 5, 8),
+    (64, 256, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+)
+TRITON_GROUP_M = 8              # tile rows that walk N together (B tiles reused from L2)
+
+triton = tl = None              # imported by triton_matmul(): the kernel's globals
+
+
+@functools.lru_cache(maxsize=None)
+def triton_matmul():
+    """``(tune, None)``, or ``(None, reason)`` where Triton is not importable.
+
+    ``tune(a, b, out)`` computes ``out = a @ b`` (torch tensors: ``a`` (M, K) and ``b`` (K, N)
+    float16 or bfloat16, any strides; ``out`` (M, N) float16, bfloat16 or float32) with the
+    Triton kernel autotuned over ``TRITON_CONFIGS`` for this (M, N, K) and these dtypes, and
+    returns ``(launch, config)``: ``launch()`` reruns it on the same tensors with the chosen
+    config, straight to the jitted kernel, so a timed call can never autotune.
+    """
+    mod, why = import_optional("triton")
+    if mod is None:
+        return None, why
+    global triton, tl           # Triton resolves the kernel's names through its module globals
+    import triton
+    import triton.language as tl
+    import triton.testing
+
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                      stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr, ALIGN: tl.constexpr):
+        # Rows of a multiple of 8 elements are 16-byte aligned, but Triton infers alignment only
+        # from arguments divisible by 16 (its specialization). Rounding N, K and the row strides
+        # down to ALIGN, a no-op (8 only where the host saw multiples of 8), proves it, so the
+        # loads are vectorized and pipelined at shapes such as N = 4104 or 1000 too.
+        N = N // ALIGN * ALIGN
+        K = K // ALIGN * ALIGN
+        stride_am = stride_am // ALIGN * ALIGN
+        stride_bk = stride_bk // ALIGN * ALIGN
+        stride_cm = stride_cm // ALIGN * ALIGN
+        # Grouped raster: GROUP_M tile rows sweep the tile columns together, so the B tiles
+        # they share are read from L2 rather than HBM.
+        pid = tl.program_id(0)
+        tiles_m = tl.cdiv(M, BLOCK_M)
+        tiles_n = tl.cdiv(N, BLOCK_N)
+        per_group = GROUP_M * tiles_n
+        first_m = (pid // per_group) * GROUP_M
+        group_m = min(tiles_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % per_group) % group_m
+        pid_n = (pid % per_group) // group_m
+        # Rows and columns past M and N wrap onto valid ones, so the loads need a mask only
+        # along K; the store is masked.
+        offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+        offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in range(0, tl.cdiv(K, BLOCK_K)):
+            k_left = K - kt * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
+                 mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+    def bench(fn, quantiles):
+        # Shorter than Triton's default (25 ms warm-up, 100 ms of runs) per config: enough to
+        # rank them, and it keeps the tuning of every (shape, dtypes) key to seconds.
+        return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
+
+    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                              "GROUP_M": TRITON_GROUP_M}, num_stages=stages, num_warps=warps)
+               for bm, bn, bk, stages, warps in TRITON_CONFIGS]
+    tuned_kernel = triton.autotune(configs, key=["M", "N", "K"], do_bench=bench)(matmul_kernel)
+
+    def grid(M, N, meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    def tune(a, b, out):
+        (M, K), (Kb, N) = a.shape, b.shape
+        if Kb != K or tuple(out.shape) != (M, N):
+            raise ValueError(f"shapes {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(out.shape)}")
+        if a.dtype != b.dtype or str(a.dtype).split(".")[-1] not in ("float16", "bfloat16"):
+            raise TypeError(f"float16 or bfloat16 inputs; got {a.dtype} and {b.dtype}")
+        args = (a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride())
+        align = 8 if all(v % 8 == 0 for v in (N, K, a.stride(0), b.stride(0), out.stride(0))) else 1
+        tuned_kernel[lambda meta: grid(M, N, meta)](*args, ALIGN=align)  # tunes on a new key
+        config = tuned_kernel.best_config
+        launch = functools.partial(matmul_kernel[grid(M, N, config.kwargs)], *args, ALIGN=align,
+                                   **config.all_kwargs())
+        return launch, config
+
+    return tune, None
+
+
+def triton_config_label(config):
+    """``128x256x64 s3 w8`` for a triton.Config of the kernel above."""
+    kw = config.kwargs
+    return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{config.num_stages} "
+            f"w{config.num_warps}")

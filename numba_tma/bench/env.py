@@ -1,0 +1,156 @@
+"""The environment of a bench result: optional GPU libraries (torch, CuPy, Triton), package
+versions, the GPU and its driver, and the CUDA context's health and memory. Every probe is lazy
+and falls back rather than raising.
+"""
+
+import gc
+import importlib
+import importlib.metadata
+import platform
+import sys
+
+import numpy as np
+
+
+def import_optional(name):
+    """``(module, None)`` or ``(None, reason)`` for an optional GPU library (torch, cupy)."""
+    try:
+        mod = importlib.import_module(name)
+    except Exception as exc:  # ImportError, or a broken CUDA install inside the import
+        return None, f"{name} not importable ({type(exc).__name__}: {exc})"
+    try:
+        if name == "torch" and not mod.cuda.is_available():
+            return None, "torch has no CUDA device (torch.cuda.is_available() is False)"
+        if name == "cupy":
+            mod.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return None, f"{name} cannot use the GPU ({type(exc).__name__}: {exc})"
+    return mod, None
+
+
+def dist_version(*names):
+    """Installed version of the first distribution found among ``names`` (or of the
+    distribution that provides a top-level module ``names[0]``), else None."""
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:
+        dists = importlib.metadata.packages_distributions().get(names[0], [])
+    except Exception:
+        dists = []
+    for dist in dists:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+def package_versions(extra=()):
+    """Versions of the packages behind a bench result (None where not installed)."""
+    versions = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": dist_version("numba"),
+        "numba-cuda": dist_version("numba-cuda", "numba_cuda"),
+        "cuda-bindings": dist_version("cuda-bindings", "cuda_bindings"),
+        "numba_tma": dist_version("numba_tma", "numba-tma"),
+        "torch": dist_version("torch"),
+        "cupy": dist_version("cupy"),
+    }
+    for name in extra:
+        versions.setdefault(name, dist_version(name))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        versions["torch_cuda"] = getattr(torch.version, "cuda", None)
+    return versions
+
+
+def gpu_environment():
+    """GPU name, compute capability, SM count, memory, driver version, CUDA runtime version.
+    Every field falls back to None rather than raising (the header must always print)."""
+    env = {"gpu": None, "compute_capability": None, "sm_count": None, "memory_GiB": None,
+           "driver": None, "driver_version_int": None, "cuda_runtime": None,
+           "host": platform.node()}
+    try:
+        from numba import cuda
+
+        dev = cuda.get_current_device()
+        name = dev.name
+        env["gpu"] = name.decode() if isinstance(name, bytes) else str(name)
+        env["compute_capability"] = "%d.%d" % tuple(dev.compute_capability)
+        env["sm_count"] = int(dev.MULTIPROCESSOR_COUNT)
+    except Exception:
+        pass
+    try:
+        from numba import cuda
+
+        env["memory_GiB"] = round(cuda.current_context().get_memory_info().total / 2**30, 2)
+    except Exception:
+        pass
+    try:
+        from cuda.bindings import driver as cudrv
+
+        err, version = cudrv.cuDriverGetVersion()
+        if int(err) == 0:
+            env["driver_version_int"] = int(version)
+            env["driver"] = f"{version // 1000}.{(version % 1000) // 10}"
+    except Exception:
+        pass
+    if env["driver"] is None:
+        try:
+            from numba.cuda.cudadrv.driver import driver
+
+            env["driver"] = "%d.%d" % tuple(driver.get_version())
+        except Exception:
+            pass
+    try:
+        from numba import cuda
+
+        env["cuda_runtime"] = "%d.%d" % tuple(cuda.runtime.get_version())
+    except Exception:
+        pass
+    return env
+
+
+def context_alive():
+    """False once the CUDA context is lost (a sticky error such as an illegal instruction):
+    nothing more can run in this process."""
+    try:
+        from numba import cuda
+
+        cuda.synchronize()
+        return True
+    except Exception:
+        return False
+
+
+def free_device_memory():
+    """Give back cached device memory between configurations: Python garbage, numba's pending
+    deallocations, torch's caching allocator and CuPy's pool (only those already imported)."""
+    gc.collect()
+    try:
+        from numba import cuda
+
+        ctx = cuda.current_context()
+        deallocs = getattr(ctx, "deallocations", None)
+        if deallocs is None:
+            deallocs = ctx.memory_manager.deallocations
+        deallocs.clear()
+    except Exception:
+        pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        except Exception:
+            pass
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.get_default_memory_pool().free_all_blocks()
+        except Exception:
+            pass
