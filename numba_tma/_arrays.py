@@ -50,7 +50,12 @@ def allocate_like(like, shape, dtype_name=None):
         return like.new_empty(shape, dtype=getattr(torch, dtype_name))
     if dtype_name == "bfloat16":
         raise TypeError("bfloat16 output needs torch tensors (numba and CuPy have no bfloat16)")
-    dtype = numba_view(like, "like").dtype if dtype_name is None else np.dtype(dtype_name)
+    if dtype_name is not None:
+        dtype = np.dtype(dtype_name)
+    elif isinstance(getattr(like, "dtype", None), np.dtype):    # CuPy, numba: no view needed
+        dtype = like.dtype
+    else:
+        dtype = numba_view(like, "like").dtype
     if type(like).__module__.split(".")[0] == "cupy":
         import cupy
 

@@ -27,6 +27,11 @@ def _cai_key(x):
     return (cai["data"][0], tuple(cai["shape"]), cai.get("strides"), cai["typestr"])
 
 
+def _cupy_key(x):
+    # CuPy builds its interface dict on every access; its own attributes are cheaper.
+    return (x.data.ptr, x.shape, x.strides, x.dtype.str)
+
+
 def _no_key(x):
     return None
 
@@ -35,6 +40,8 @@ def _keyer(x):
     kind = type(x)
     if hasattr(kind, "data_ptr") and hasattr(kind, "stride") and hasattr(kind, "get_device"):
         return _torch_key
+    if kind.__module__.split(".")[0] == "cupy" and hasattr(kind, "data"):
+        return _cupy_key
     if hasattr(kind, "__cuda_array_interface__"):
         return _cai_key
     return None                 # decided per object (an interface set on the instance)

@@ -236,7 +236,8 @@ def store(key_text, cubin, link_files=(), **fields):
     (a read-only home still runs, it only compiles every time)."""
     path = _path(key_text)
     header = dict(fields, key=key_text, cubin_sha256=hashlib.sha256(cubin).hexdigest(),
-                  link_files=[(p, file_digest(p)) for p in sorted(set(map(str, link_files)))])
+                  link_files=[(p, file_digest(p)) for p in sorted(
+                      {os.fspath(f) for f in link_files if isinstance(f, (str, os.PathLike))})])
     head = json.dumps(header, sort_keys=True).encode()
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -596,6 +596,7 @@ class DirectKernel:
 
     def _cubin_from_disk_or_build(self, kernel_cache):
         cc = tuple(cuda.get_current_device().compute_capability)
+        cc = cc + ("a" if cc >= (9, 0) else "",)     # as numba links: compute_90a on cc 9.0
         use_disk = self._cache and kernel_cache.enabled()
         key_text = None
         if use_disk:
@@ -612,6 +613,7 @@ class DirectKernel:
         if getattr(lib, "_setup_functions", None) or not hasattr(lib, "get_cubin"):
             return False                   # module setup (debug exceptions): numba's own load
         cubin = lib.get_cubin(cc)
+        cubin = bytes(getattr(cubin, "code", cubin))  # a cuda.core ObjectCode, or bytes
         entry = lib._entry_name
         if use_disk:
             kernel_cache.store(key_text, cubin, link_files=getattr(lib, "_linking_files", ()),

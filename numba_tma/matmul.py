@@ -57,17 +57,24 @@ def _kind(array, argname, table):
     return kind
 
 
-def _major(view, argname):
+def _major(view, argname, prefer_row=False):
     """(storage view, k_or_row_major): the C-contiguous array behind a 2-D row- or column-major
-    ``view``, and whether ``view`` itself is row-major."""
+    ``view``, and whether ``view`` itself is row-major (``prefer_row``: a single row or column
+    counts as row-major, as ``out`` must be)."""
     if view.ndim != 2:
         raise ValueError(f"{argname} must be 2-D; got shape {tuple(view.shape)}")
     item = view.dtype.itemsize
     rows, cols = view.shape
     s0, s1 = view.strides
-    if (s1 == item or cols <= 1) and (s0 == cols * item or rows <= 1):
+    row = (s1 == item or cols <= 1) and (s0 == cols * item or rows <= 1)
+    col = (s0 == item or rows <= 1) and (s1 == rows * item or cols <= 1)
+    if row and col and not prefer_row:
+        # A single row or column is both; store it along its long side, so that a K = 1 or
+        # N = 1 operand still has a TMA-sized contiguous dimension (the fuzz test found it).
+        row = cols >= rows
+    if row:
         return view, True
-    if (s0 == item or rows <= 1) and (s1 == rows * item or cols <= 1):
+    if col:
         return _transposed(view), False
     raise ValueError(f"{argname} must be row-major or column-major contiguous; its strides are "
                      f"{view.strides} bytes for shape {view.shape} (make a contiguous copy)")
@@ -134,7 +141,7 @@ def plan_matmul(a, b, out, config=None):
     if tuple(vo.shape) != (m, n):
         raise ValueError(f"out must have shape ({m}, {n}) for a {tuple(va.shape)} @ b "
                          f"{tuple(vb.shape)}; got {tuple(vo.shape)}")
-    so, o_row = _major(vo, "out")
+    so, o_row = _major(vo, "out", prefer_row=True)
     if not o_row and m > 1 and n > 1:
         raise ValueError("out must be row-major (C-contiguous); got a column-major array")
     config = config or choose_config(m, n, k, (_row_bytes(sa), _row_bytes(sb)))
@@ -182,6 +189,9 @@ def choose_config(m, n, k, row_bytes=()):
 _WGMMA_CONFIGS = {bn: gemm_wgmma.WgmmaConfig(bn, stages=stages)
                   for bn, stages in ((256, 3), (128, 6), (64, 8))}
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=3, cluster_m=2)
+
+
+_CONFIG_TYPES = (gemm_wgmma.WgmmaConfig, gemm_tma.GemmConfig)
 
 
 def _family(cfg):
@@ -397,7 +407,8 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     handle = call_stream(stream, a)
     ka, kb, ko = operand_key(a), operand_key(b), operand_key(out)
     key = layout_key = None
-    if ka is not None and kb is not None and ko is not None:
+    known_config = config is None or isinstance(config, _CONFIG_TYPES)   # else: reported below
+    if ka is not None and kb is not None and ko is not None and known_config:
         ctx = context_id()
         cfg_key = None if config is None else config.key()
         key = (ctx, ka, kb, ko, cfg_key, beta != 0)

@@ -284,3 +284,27 @@ def test_unwritable_cache_dir_still_runs(monkeypatch, tmp_path):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocker))
     assert kernel_cache.store("key-x", b"cubin", entry="k") is None
     assert kernel_cache.load("key-x") is None
+
+
+def test_a_single_row_or_column_operand_is_stored_along_its_long_side(monkeypatch):
+    # K = 1 (or N = 1): a column-major A of shape (M, 1) is also "row-major" with 2-byte rows,
+    # which TMA cannot load; it must be read as the column it is stored as. out stays row-major.
+    import importlib
+
+    import numpy as np
+
+    mm = importlib.import_module("numba_tma.matmul")
+    monkeypatch.setattr(mm, "_transposed", lambda v: ("transposed", v.shape[::-1]))
+
+    class View:
+        def __init__(self, shape, strides):
+            self.shape, self.strides, self.ndim = shape, strides, 2
+            self.dtype = np.dtype(np.float16)
+
+    col = View((64, 1), (2, 128))
+    assert mm._major(col, "a") == (("transposed", (1, 64)), False)
+    assert mm._major(col, "out", prefer_row=True) == (col, True)
+    row = View((1, 64), (128, 2))
+    assert mm._major(row, "a") == (row, True)
+    with pytest.raises(ValueError, match="a must be row-major or column-major contiguous"):
+        mm._major(View((4, 8), (32, 4)), "a")
