@@ -342,11 +342,14 @@ class _Layout:
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
                                        shared_mem=self.nbytes, cluster=self.cluster)
         lock, set_arg = prepared.lock, prepared.set
+        last = [1.0, 0.0]                          # alpha and beta as packed
 
         def run(alpha, beta, stream, maps=maps):   # maps held: the kernel reads these copies
             with lock:
-                set_arg(_ALPHA, alpha)
-                set_arg(_BETA, beta)
+                if alpha != last[0] or beta != last[1]:
+                    set_arg(_ALPHA, alpha)
+                    set_arg(_BETA, beta)
+                    last[:] = alpha, beta
                 prepared(stream)
         return run
 

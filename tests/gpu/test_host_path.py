@@ -169,7 +169,8 @@ _SECOND_PROCESS = textwrap.dedent("""
     import json, time
     import torch
     import numba_tma
-        compiled = []
+    from numba_tma.launch import DirectKernel
+    compiled = []
     _compile = DirectKernel._compile
     def spy(self):
         compiled.append(self._kernel.py_func.__name__)
@@ -213,7 +214,8 @@ _LINKED_KERNEL = textwrap.dedent("""
     import json, sys
     import numpy as np
     from numba import cuda, types
-        plus = cuda.declare_device("plus", "int32(int32)", link=sys.argv[1])
+    from numba_tma.launch import DirectKernel
+    plus = cuda.declare_device("plus", "int32(int32)", link=sys.argv[1])
 
     @cuda.jit
     def kernel(out):
