@@ -781,6 +781,8 @@ class DirectKernel:
 
 
 _raw_launch = None
+#: Launch from one packed parameter buffer (``extra``) rather than a pointer per word.
+PARAM_BUFFER = True
 
 
 def _raw_launch_kernel():
@@ -818,18 +820,35 @@ class PreparedLaunch:
         self._grid, self._block, self._shared = grid, block, shared_mem
         self._key, self._plan = key, plan
         self.lock = threading.Lock()
-        self._values, self._slots = [], []
+        # Every word lives in one buffer laid out as the kernel's parameters are (each at its
+        # own alignment): the driver takes it whole (CU_LAUNCH_PARAM_BUFFER_POINTER) or word by
+        # word (kernelParams, the pointer array below); set() writes into it either way.
+        words, self._slots = [], []
         for i, (kind, arg) in enumerate(zip(direct._layout, args)):
-            start = len(self._values)
+            self._slots.append(len(words))
             if isinstance(kind, _ArraySlot):
-                self._values += [ctypes.c_int64(w) for w in direct._array_words(kind, arg, i)]
+                words += [(ctypes.c_int64, w) for w in direct._array_words(kind, arg, i)]
             else:
-                self._values.append(kind(arg))
-            self._slots.append(start)
+                words.append((kind, arg))
+        offsets, size = [], 0
+        for ctype, _ in words:
+            n = ctypes.sizeof(ctype)
+            size = -(-size // n) * n
+            offsets.append(size)
+            size += n
+        self._buffer = (ctypes.c_char * max(8, size))()
+        self._values = [ctype.from_buffer(self._buffer, off) for (ctype, _), off in
+                        zip(words, offsets)]
+        for value, (_, w) in zip(self._values, words):
+            value.value = w
         self._args = list(args)
         self._params = (ctypes.c_void_p * max(1, len(self._values)))(
             *[ctypes.addressof(v) for v in self._values])
         self._address = ctypes.addressof(self._params)
+        self._size = ctypes.c_size_t(size)
+        self._extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(self._buffer), 2,
+                                            ctypes.addressof(self._size), 0)
+        self._extra_address = ctypes.addressof(self._extra)
         self._streams = {}
         self._raw = _raw_launch_kernel() if plan is None else False
         self._raw_args = (int(func),) + tuple(grid) + tuple(block) + (shared_mem,)
@@ -857,7 +876,10 @@ class PreparedLaunch:
                 self._grid, self._block, handle, self._args, self._shared,
                 None if self._plan is None else self._plan.cluster)
         if self._raw:
-            err = self._raw(*self._raw_args, handle or None, self._address, None)
+            if PARAM_BUFFER:
+                err = self._raw(*self._raw_args, handle or None, None, self._extra_address)
+            else:
+                err = self._raw(*self._raw_args, handle or None, self._address, None)
             if err:
                 _check(_cudrv.CUresult(err), f"cuLaunchKernel(grid={self._grid}, "
                                              f"block={self._block}, shared_mem={self._shared})")

@@ -308,3 +308,35 @@ def test_a_single_row_or_column_operand_is_stored_along_its_long_side(monkeypatc
     assert mm._major(row, "a") == (row, True)
     with pytest.raises(ValueError, match="a must be row-major or column-major contiguous"):
         mm._major(View((4, 8), (32, 4)), "a")
+
+
+def test_prepared_launch_packs_one_buffer_as_the_kernel_parameters_lie():
+    # Without a driver: the packed buffer and the per-word pointers hold the same bytes, each
+    # word at its natural alignment, and set()/set_pointer() write into both.
+    import numpy as np
+
+    from numba_tma.launch import DirectKernel, PreparedLaunch
+
+    def kernel():
+        pass
+
+    u8 = types.Array(types.uint64, 1, "C")
+    d = DirectKernel(kernel, (u8, types.int64, types.float32, types.float32, types.int32,
+                              types.int64))
+    d._native = True
+    p = PreparedLaunch(d, 0, (1, 1, 1), (32, 1, 1), 0, None, None,
+                       ((0x1000, 16), 7, 0.5, -1.0, 3, 9))
+    raw = bytes(p._buffer)
+    assert p._size.value == 56 + 8 + 4 + 4 + 4 + 4 + 8       # the int64 after the int32 aligns
+    assert np.frombuffer(raw[:56], "<i8").tolist() == [0, 0, 16, 8, 0x1000, 16, 8]
+    assert np.frombuffer(raw[56:64], "<i8")[0] == 7
+    assert np.frombuffer(raw[64:72], "<f4").tolist() == [0.5, -1.0]
+    assert np.frombuffer(raw[72:76], "<i4")[0] == 3
+    assert np.frombuffer(raw[80:88], "<i8")[0] == 9
+    p.set(2, 2.0)
+    p.set_pointer(0, 0x2000)
+    raw = bytes(p._buffer)
+    assert np.frombuffer(raw[64:68], "<f4")[0] == 2.0
+    assert np.frombuffer(raw[32:40], "<i8")[0] == 0x2000
+    ptrs = list(p._params)
+    assert ptrs[4] - ctypes.addressof(p._buffer) == 32 and ptrs[-1] - ptrs[0] == 80
