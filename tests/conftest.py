@@ -52,6 +52,18 @@ def sm90_skip_reason(listed=gpu_listed):
     return None
 
 
+def pytest_configure(config):
+    # CI (.ci/run) tests the installed package, not this checkout's sources: with
+    # NUMBA_TMA_EXPECT_INSTALLED=1 an import from the checkout is an error.
+    if os.environ.get("NUMBA_TMA_EXPECT_INSTALLED") == "1":
+        import numba_tma
+
+        checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if os.path.abspath(numba_tma.__file__).startswith(checkout + os.sep):
+            raise pytest.UsageError(f"numba_tma was imported from the checkout "
+                                    f"({numba_tma.__file__}), not from the installed package")
+
+
 def pytest_collection_modifyitems(config, items):
     reason = None
     checked = False
