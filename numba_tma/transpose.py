@@ -17,9 +17,10 @@ Which kernel (H100 measurements in README and ``benches/results``):
 - under the CUDA simulator, the fastest classic kernel.
 
 v7 and v8 are launched from raw pointers (:class:`~numba_tma.launch.DirectKernel`) after a
-validation that reads the arrays' interfaces without building numba arrays: 30-55 us of host
-time per call instead of the 160-270 us of a numba launch on views, which below ~8192^2 elements
-was longer than the kernel.
+validation that reads the arrays' interfaces without building numba arrays, and a repeated layout
+only patches the two pointers of a launch packed once (host time per call:
+``benches/results/host-h100.json``), where a numba launch on views cost 160-270 us, which below
+~8192^2 elements was longer than the kernel.
 """
 
 import collections
