@@ -57,8 +57,9 @@ TORCH = "torch"
 CUPY = "cupy"
 CUBLAS = "cublas geam"
 NUMBA_BUNDLED = "numba.cuda.kernels.transpose"
+TRITON = "triton"
 API = "transpose()"
-BASELINES = (COPY, TORCH, CUPY, CUBLAS, NUMBA_BUNDLED)
+BASELINES = (COPY, TORCH, CUPY, CUBLAS, NUMBA_BUNDLED, TRITON)
 POISON_BYTE = 0xFF          # all-ones: NaN for every float width, -1 / max for integers
 DEFAULT_SAMPLES = 64
 
@@ -510,6 +511,16 @@ def baseline_candidates(cfg, torch, cupy, want_baselines):
                                 lambda ret: d_out, note="transpose(a, b), compiled once"))
     except Exception as exc:
         skipped.append((NUMBA_BUNDLED, f"not importable ({bench.why(exc)})"))
+    if torch is None:
+        skipped.append((TRITON, cfg["torch_reason"]))
+    else:
+        try:
+            tile = baselines.TRITON_TRANSPOSE_TILES[np.dtype(d_src.dtype).itemsize]
+            others.append(Candidate(TRITON, "baseline", baselines.triton_transpose(d_src, d_out),
+                                    lambda ret: d_out,
+                                    note=f"tl.trans of {tile[0]} x {tile[1]} tiles"))
+        except Exception as exc:
+            skipped.append((TRITON, f"not importable ({bench.why(exc)})"))
     return copies, others, skipped
 
 

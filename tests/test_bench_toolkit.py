@@ -163,3 +163,14 @@ def test_copy_bandwidth_counts_read_and_write(monkeypatch):
     monkeypatch.setattr(sys.modules["numba"], "cuda", fake_cuda, raising=False)
     monkeypatch.setattr(timing, "do_bench", lambda fn, iters, warmup: (fn(), 2.0)[1])
     assert bench.copy_bandwidth(1 << 30) == pytest.approx(2 * 2**30 / 2e-3 / 1e9)
+
+
+def test_triton_transpose_baseline_tiles_and_missing_triton(monkeypatch):
+    from numba_tma.bench import baselines
+
+    # 256-byte tile rows for every element size, as v7's tiles
+    for itemsize, (rows, cols) in baselines.TRITON_TRANSPOSE_TILES.items():
+        assert cols * itemsize == 256 and rows == cols
+    monkeypatch.setattr(baselines, "import_optional", lambda name: (None, f"{name} missing"))
+    with pytest.raises(ImportError, match="triton missing"):
+        baselines.triton_transpose(None, None)

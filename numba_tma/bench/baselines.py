@@ -6,7 +6,8 @@ events are recorded) on arrays made once, so a timed call does only the work.
   and torch ``copy_``);
 - transposes: :func:`torch_transpose` (``x.t().contiguous()``), :func:`cupy_transpose`
   (``cupy.ascontiguousarray(a.T)``), :func:`cublas_geam_transpose` (``cublas<s|d>geam``) and
-  :func:`numba_bundled_transpose` (``numba.cuda.kernels.transpose``, compiled once);
+  :func:`numba_bundled_transpose` (``numba.cuda.kernels.transpose``, compiled once) and
+  :func:`triton_transpose` (a tiled Triton transpose, tile sized per element size);
 - GEMMs: :func:`cublas_matmul` (``torch.matmul``) and :func:`triton_matmul` (a tuned Triton
   matmul).
 
@@ -131,6 +132,49 @@ def cublas_geam_transpose(cupy, d_src, d_out):
              zero.ctypes.data, c, m, c, m)
 
     return launch
+
+
+# --- the Triton transpose -----------------------------------------------------------------------
+
+#: Tiles (rows, cols) per element size: 256-byte src rows and out rows, as v7's tiles.
+TRITON_TRANSPOSE_TILES = {1: (256, 256), 2: (128, 128), 4: (64, 64), 8: (32, 32)}
+_triton_transpose_kernel = None
+
+
+def triton_transpose(d_src, d_out):
+    """Triton's tiled transpose of a 2-D device array into ``d_out``: each program loads a
+    ``TRITON_TRANSPOSE_TILES[itemsize]`` tile (masked at the edges), ``tl.trans`` and stores it
+    (Triton lays the tile out through shared memory itself). Raises ImportError where Triton is
+    not importable."""
+    global _triton_transpose_kernel
+    mod, why = import_optional("triton")
+    if mod is None:
+        raise ImportError(why)
+    import torch
+    import triton
+    import triton.language as tl
+
+    if _triton_transpose_kernel is None:
+        @triton.jit
+        def kernel(src, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
+            pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+            rows = pid_m * BM + tl.arange(0, BM)
+            cols = pid_n * BN + tl.arange(0, BN)
+            mask = (rows[:, None] < M) & (cols[None, :] < N)
+            tile = tl.load(src + rows[:, None].to(tl.int64) * N + cols[None, :], mask=mask)
+            tl.store(out + cols[:, None].to(tl.int64) * M + rows[None, :], tl.trans(tile),
+                     mask=tl.trans(mask))
+        _triton_transpose_kernel = kernel
+
+    itemsize = np.dtype(d_src.dtype).itemsize
+    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[itemsize]
+    t_src = torch.as_tensor(d_src, device="cuda").view(view)
+    t_out = torch.as_tensor(d_out, device="cuda").view(view)
+    m, n = t_src.shape
+    bm, bn = TRITON_TRANSPOSE_TILES[itemsize]
+    grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
+    return lambda: _triton_transpose_kernel[grid](t_src, t_out, m, n, BM=bm, BN=bn,
+                                                  num_warps=8)
 
 
 def _matmul_cast(torch, a, b, out):
