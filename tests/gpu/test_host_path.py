@@ -320,3 +320,40 @@ def test_new_buffers_of_a_known_layout_are_not_replanned(monkeypatch):
         torch.testing.assert_close(c, 0.5 * _expected_mm(a, b), rtol=2e-2, atol=2e-2)
         assert torch.equal(t, x.transpose(1, 2))
     assert plans == []
+
+
+def test_every_launch_cache_is_keyed_by_the_context(monkeypatch):
+    # numba-cuda cannot always reopen after close() (the test above skips then); here the
+    # context id is made to change instead: every cache must miss, plan again and still be right.
+    import importlib
+
+    from numba_tma import launch as launch_module
+    from numba_tma.kernels import _descriptors
+
+    mm = importlib.import_module("numba_tma.matmul")
+    tr = importlib.import_module("numba_tma.transpose")
+    a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    b = torch.randn(128, 192, device="cuda", dtype=torch.float16)
+    c = torch.empty(256, 192, device="cuda", dtype=torch.float16)
+    x = torch.randn(100, 260, device="cuda")
+    xt = torch.empty(260, 100, device="cuda")
+    numba_tma.matmul(a, b, c)
+    numba_tma.transpose(x, xt)
+    real = launch_module.context_id()
+    fake = lambda: real + (1 << 40)                              # noqa: E731
+    for module in (launch_module, mm, tr, _descriptors):
+        if hasattr(module, "context_id"):
+            monkeypatch.setattr(module, "context_id", fake)
+    monkeypatch.setattr(launch_module, "context_id", fake)
+    plans = []
+    real_plan, real_transpose = mm.plan_matmul, tr._transpose
+    monkeypatch.setattr(mm, "plan_matmul", lambda *a_: plans.append("mm") or real_plan(*a_))
+    monkeypatch.setattr(tr, "_transpose", lambda *a_: plans.append("t") or real_transpose(*a_))
+    c.fill_(float("nan"))
+    xt.fill_(float("nan"))
+    numba_tma.matmul(a, b, c)
+    numba_tma.transpose(x, xt)
+    torch.cuda.synchronize()
+    assert plans == ["mm", "t"]
+    _check_mm(c, a, b)
+    assert torch.equal(xt, x.t())
