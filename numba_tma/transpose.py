@@ -33,7 +33,8 @@ from numba import cuda
 from ._arrays import allocate_like, numba_view
 from ._calls import call_stream, operand_key
 from ._device import HOPPER_CC
-from .kernels import transpose_classic, transpose_sector, transpose_tma, transpose_vec
+from .kernels import transpose_classic, transpose_sector, transpose_tma, transpose_v6, transpose_vec
+from .kernels._grid import device_pointer
 from .launch import context_id, is_capturing, numba_stream
 from .operands import check_device, is_c_contiguous, read_operand
 
@@ -64,7 +65,7 @@ def _describe(array, argname, writable=False):
         return op.shape, op.strides, op.itemsize, op.dtype, op.ptr
     view = numba_view(array, argname)           # the simulator's arrays have no interface
     return (tuple(view.shape), tuple(view.strides), view.dtype.itemsize, view.dtype.name,
-            transpose_classic._device_pointer(view))
+            device_pointer(view))
 
 
 def _check_contiguous(shape, strides, itemsize, argname):
@@ -122,7 +123,7 @@ def _choose(s, o):
         return "v7_vec16"
     if transpose_sector.applies_to(s.itemsize):
         return "v8_sector"
-    return transpose_classic.BEST
+    return transpose_v6.BEST
 
 
 def choose_kernel(src, out):

@@ -29,7 +29,7 @@ from numba import cuda
 
 from .. import fence, mbarrier, smem, swizzle, tma
 from ._descriptors import descriptor
-from .transpose_classic import MAX_GRID_YZ
+from ._grid import MAX_GRID_YZ
 from ._configure import configure
 
 __all__ = ["LADDER", "tma_naive", "tma_swizzle128", "tma_batched", "tma_pipelined",
