@@ -62,7 +62,7 @@ def _run(cases):
     from numba import cuda
 
     from numba_tma.kernels import transpose_v6 as v6
-    from numba_tma.kernels import transpose_classic as tc
+    from numba_tma.ladders import transpose_classic as tc
 
     rng = np.random.default_rng()
     for cid, kernel, dtype, shape, kwargs, misaligned in cases:
@@ -129,7 +129,7 @@ def test_ladder_kernel_under_simulator(sim_results, kernel):
 
 
 def test_ladder_order_and_best():
-    from numba_tma.kernels import transpose_classic as tc
+    from numba_tma.ladders import transpose_classic as tc
 
     assert list(tc.LADDER) == KERNELS
     assert tc.BEST in tc.LADDER
@@ -150,7 +150,7 @@ class FakeDeviceArray:
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_launchers_reject_mismatched_arrays(kernel):
-    from numba_tma.kernels.transpose_classic import LADDER
+    from numba_tma.ladders.transpose_classic import LADDER
 
     fn = LADDER[kernel]
     with pytest.raises(ValueError, match=r"out must have shape \(B, N, M\) = \(2, 5, 3\)"):
@@ -174,7 +174,7 @@ def test_v6_rejects_bad_group():
 
 def _column_write(itemsize, layout, rows=32):
     """Worst conflict of v2/v3's column write tile[lx][f(lx, ly)] over the rows ly."""
-    from numba_tma.kernels.transpose_classic import _bank_conflicts
+    from numba_tma.ladders.transpose_classic import _bank_conflicts
 
     pitch = 33 if layout == "padded" else 32
     worst = 1
@@ -201,7 +201,7 @@ def test_bank_conflict_table(itemsize, plain, rotate, padded):
 @pytest.mark.parametrize("packed", [True, False])
 def test_v6_shared_accesses_conflict_free(itemsize, packed):
     """Every warp access of v6's to_smem/from_smem, with the kernels' own thread mapping."""
-    from numba_tma.kernels.transpose_classic import _bank_conflicts
+    from numba_tma.ladders.transpose_classic import _bank_conflicts
     from numba_tma.kernels.transpose_v6 import V6_THREADS, v6_config
 
     W, k, TP, TQ = v6_config(itemsize, packed)

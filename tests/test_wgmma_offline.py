@@ -15,7 +15,7 @@ from numba.core.errors import TypingError
 from numba_tma import swizzle, wgmma
 from numba_tma._bridge import PTX_DIR
 from numba_tma.kernels import gemm_wgmma
-from numba_tma.kernels.wgmma_probe import probe_kernel, probe_signature
+from numba_tma.ladders.wgmma_probe import probe_kernel, probe_signature
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean
 

@@ -6,7 +6,7 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import random_array
-from numba_tma.kernels import transpose_classic as tc
+from numba_tma.ladders import transpose_classic as tc
 from numba_tma.kernels import transpose_v6 as v6
 
 KERNELS = list(tc.LADDER)
