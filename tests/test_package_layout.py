@@ -76,3 +76,34 @@ def test_pyproject_ships_every_package():
     for pkg in ROOT.joinpath("numba_tma").rglob("__init__.py"):
         name = ".".join(pkg.parent.relative_to(ROOT).parts)
         assert f'"{name}"' in text, name
+
+
+def test_transpose_kernels_are_labelled():
+    from numba_tma.transpose import transpose_kernels
+
+    kernels = transpose_kernels()
+    shipped = {n for n, fn in kernels.items() if fn.kind == "shipped"}
+    assert shipped == {"v6_packed", "v6_persistent", "v7_vec16", "v8_sector"}
+    for name, fn in kernels.items():
+        assert fn.__name__ == name and fn.__doc__
+        assert fn.module.startswith("numba_tma.kernels." if name in shipped
+                                    else "numba_tma.ladders."), (name, fn.module)
+    assert {n for n in kernels if kernels[n].kind == "ladder"} == {
+        "v1_naive", "v2_smem", "v3_rotate", "v3_padded", "v4_double_buffer", "v5_64x32",
+        "tma_naive", "tma_swizzle128", "tma_batched", "tma_pipelined"}
+
+
+def test_matmul_kernels_are_labelled():
+    mm = importlib.import_module("numba_tma.matmul")     # the module, not the function
+
+    kernels = mm.matmul_kernels()
+    assert list(kernels) == ["wgmma_tile_per_block", "wgmma_persistent", "wgmma_persistent_c2",
+                             "mma_sync", "simt_fp32", "warp16_smem", "warp16_padded",
+                             "warp16_ldmatrix", "warp16_swizzle"]
+    for name, fn in kernels.items():
+        assert fn.__name__ == name and fn.__doc__, name
+        want = "shipped" if fn.module.startswith("numba_tma.kernels.") else "ladder"
+        assert fn.kind == want and fn.module.split(".")[1] in ("kernels", "ladders"), name
+    assert kernels["wgmma_persistent"].module == "numba_tma.kernels.gemm_wgmma"
+    assert kernels["mma_sync"].module == "numba_tma.kernels.gemm_tma"
+    assert kernels["simt_fp32"].kind == kernels["warp16_swizzle"].kind == "ladder"
