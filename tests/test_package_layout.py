@@ -79,7 +79,7 @@ def test_pyproject_ships_every_package():
 
 
 def test_transpose_kernels_are_labelled():
-    from numba_tma.transpose import transpose_kernels
+    from numba_tma.transpose_api import transpose_kernels
 
     kernels = transpose_kernels()
     shipped = {n for n, fn in kernels.items() if fn.kind == "shipped"}
@@ -94,7 +94,7 @@ def test_transpose_kernels_are_labelled():
 
 
 def test_matmul_kernels_are_labelled():
-    mm = importlib.import_module("numba_tma.matmul")     # the module, not the function
+    mm = importlib.import_module("numba_tma.matmul_api")
 
     kernels = mm.matmul_kernels()
     assert list(kernels) == ["wgmma_tile_per_block", "wgmma_persistent", "wgmma_persistent_c2",
@@ -107,3 +107,19 @@ def test_matmul_kernels_are_labelled():
     assert kernels["wgmma_persistent"].module == "numba_tma.kernels.gemm_wgmma"
     assert kernels["mma_sync"].module == "numba_tma.kernels.gemm_tma"
     assert kernels["simt_fp32"].kind == kernels["warp16_swizzle"].kind == "ladder"
+
+
+def test_public_functions_and_their_modules_both_reachable():
+    import numba_tma
+    import numba_tma.matmul_api
+    import numba_tma.transpose_api
+
+    assert callable(numba_tma.transpose) and callable(numba_tma.matmul)
+    assert numba_tma.transpose is numba_tma.transpose_api.transpose
+    assert numba_tma.matmul is numba_tma.matmul_api.matmul
+    # The modules' old dotted names still import the modules.
+    assert importlib.import_module("numba_tma.transpose") is numba_tma.transpose_api
+    assert importlib.import_module("numba_tma.matmul") is numba_tma.matmul_api
+    from numba_tma.transpose import transpose_kernels
+
+    assert transpose_kernels is numba_tma.transpose_api.transpose_kernels

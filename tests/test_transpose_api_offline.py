@@ -14,7 +14,7 @@ from numba_tma.kernels import transpose_vec
 from numba_tma.launch import DirectKernel
 
 # The module (the package's `transpose` attribute is the function).
-api = importlib.import_module("numba_tma.transpose")
+api = importlib.import_module("numba_tma.transpose_api")
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="the simulator's arrays take the numba-view path")
@@ -159,7 +159,7 @@ def test_matmul_argtypes_are_the_gemm_signature():
 
     from numba_tma.kernels import gemm_tma, gemm_wgmma
 
-    argtypes = sys.modules["numba_tma.matmul"]._ARGTYPES
+    argtypes = sys.modules["numba_tma.matmul_api"]._ARGTYPES
     for family in (gemm_tma, gemm_wgmma):
         args, _ = sigutils.normalize_signature(family.SIGNATURE)
         assert tuple(args) == argtypes

@@ -222,7 +222,7 @@ def test_choose_config(monkeypatch):
     # of 128 bytes.
     import sys
 
-    mm = sys.modules["numba_tma.matmul"]
+    mm = sys.modules["numba_tma.matmul_api"]
     monkeypatch.setattr(mm, "_sm_count", lambda: 132)
     for (m, n, k), rows, bn, cm in (((8192, 8192, 8192), (16384, 16384), 256, 1),
                                     ((2048, 2048, 2048), (4096, 4096), 256, 1),

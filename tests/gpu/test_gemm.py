@@ -14,7 +14,7 @@ from numba import cuda
 from numba_tma import matmul, warp
 from numba_tma.kernels.gemm_tma import GemmConfig
 from numba_tma.kernels.gemm_wgmma import WgmmaConfig
-from numba_tma.matmul import plan_matmul
+from numba_tma.matmul_api import plan_matmul
 
 rng = np.random.default_rng()
 
@@ -333,7 +333,7 @@ def test_matmul_kernels_every_launcher():
     """Every launcher ``matmul_kernels()`` lists, shipped and ladder, on operands it takes,
     exactly (small integers): the shipped rungs at an odd shape, the SIMT ladder in fp32, the
     one-warp rungs at 16 x 16 x 16."""
-    from numba_tma.matmul import matmul_kernels
+    from numba_tma.matmul_api import matmul_kernels
 
     for name, fn in matmul_kernels().items():
         if name.startswith("warp16_"):
