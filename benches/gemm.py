@@ -144,7 +144,7 @@ def kernels(torch):
         "mma_sync_multicast": (None, None, forced(GemmConfig(128, 256, 4, cluster_m=2))),
     }
     try:
-        from numba_tma.kernels.simt_gemm import simt_gemm
+        from numba_tma.ladders.simt_gemm import simt_gemm
 
         table["simt_fp32"] = ("float32", "float32", lambda a, b, out: simt_gemm(a, b, out))
     except ImportError:

@@ -535,7 +535,7 @@ def library_candidates(cfg, library, selected):
         if name == API:
             note = "transpose(src, out=out)"
             try:                                # which kernel the public API picks, if it says
-                choose = sys.modules["numba_tma.transpose"].choose_kernel
+                choose = sys.modules["numba_tma.transpose_api"].choose_kernel
                 note += f" runs {choose(d_src, d_out)}"
             except Exception:
                 pass
@@ -549,9 +549,9 @@ def library_candidates(cfg, library, selected):
 
 
 def load_library():
-    """``({name: launcher}, transpose)`` from numba_tma.transpose (the checkout's own package
+    """``({name: launcher}, transpose)`` from numba_tma.transpose_api (the checkout's own package
     when this file sits in one: see the sys.path line at the top)."""
-    from numba_tma.transpose import transpose, transpose_kernels
+    from numba_tma.transpose_api import transpose, transpose_kernels
 
     kernels = transpose_kernels() if callable(transpose_kernels) else transpose_kernels
     return dict(kernels), transpose

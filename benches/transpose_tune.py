@@ -3,7 +3,7 @@
     python benches/transpose_tune.py [--shape 32768 32768] [--dtype float32] [--iters 20]
 
 Prints GB/s and % of a device-to-device copy measured in the same run, one line per setting, so the
-defaults in numba_tma/kernels/transpose_tma.py can be chosen from numbers. Each setting's output
+defaults in numba_tma/ladders/transpose_tma.py can be chosen from numbers. Each setting's output
 is checked against torch first (exact compare).
 """
 
@@ -34,7 +34,7 @@ def main():
     import torch
     from numba import cuda
 
-    from numba_tma.kernels import transpose_tma as tt
+    from numba_tma.ladders import transpose_tma as tt
 
     M, N = args.shape
     dtype = np.dtype(args.dtype)

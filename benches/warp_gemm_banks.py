@@ -1,5 +1,5 @@
 """Shared-memory bank conflicts of the seed-002 ladder: a 16 x 16 x 16 half GEMM four ways
-(``numba_tma.kernels.warp_gemm.LADDER``: smem, padded, ldmatrix, swizzle), each one warp.
+(``numba_tma.ladders.warp_gemm.LADDER``: smem, padded, ldmatrix, swizzle), each one warp.
 
 Run from the repository root on a CUDA GPU (sm_90 for stmatrix):
 
@@ -104,12 +104,12 @@ def parse_args(argv=None):
 # checks (GPU)
 
 def load_ladder():
-    """numba_tma.kernels.warp_gemm -- the checkout's own package when this file sits in one (so
+    """numba_tma.ladders.warp_gemm -- the checkout's own package when this file sits in one (so
     an older installed copy is never measured by mistake)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if os.path.isfile(os.path.join(root, "numba_tma", "__init__.py")) and root not in sys.path:
         sys.path.insert(0, root)
-    from numba_tma.kernels import warp_gemm
+    from numba_tma.ladders import warp_gemm
 
     return warp_gemm
 

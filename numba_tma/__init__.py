@@ -13,7 +13,7 @@ Device intrinsics (call them inside ``@cuda.jit`` kernels):
     ``numba_tma.wgmma``     warpgroup wgmma.mma_async, its descriptors and fences, setmaxnreg
     ``numba_tma.barrier``   named CTA barriers (bar.sync / bar.arrive with an id and a count)
     ``numba_tma.tensormap_device``  tensormap.replace: edit a descriptor in memory from a kernel
-Kernels:
+Kernels (functions; their modules are ``numba_tma.transpose_api`` and ``numba_tma.matmul_api``):
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
     ``numba_tma.matmul``    alpha * a @ b + beta * out on tensor cores (TMA + wgmma)
 Host side:
@@ -26,6 +26,7 @@ Command line:
     ``python -m numba_tma.swizzle [--png PATH] --span 128 --itemsize 4``: a swizzled box's bank map
 """
 
+import sys
 import warnings
 
 # ``python -m numba_tma.swizzle`` runs a module this package has already imported; runpy warns
@@ -36,9 +37,18 @@ warnings.filterwarnings("ignore", message="'numba_tma.swizzle' found in sys.modu
 from . import bulk, cluster, fence, gmem, mbarrier, smem, swizzle, tensormap_device, tma, warp
 from .tensormap import TensorMap
 from .tensormap_im2col import Im2colTensorMap
-from .matmul import matmul
-from .transpose import transpose
+from . import matmul_api, transpose_api
+from .matmul_api import matmul
+from .transpose_api import transpose
 
-__all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "gmem", "matmul", "mbarrier",
-           "smem", "swizzle", "tensormap_device", "tma", "transpose", "warp"]
+# The modules were numba_tma/transpose.py and numba_tma/matmul.py, names the functions above
+# shadow. Their old dotted names still import the modules (``from numba_tma.transpose import
+# transpose_kernels``, ``importlib.import_module("numba_tma.matmul")``); the attributes
+# ``numba_tma.transpose`` / ``numba_tma.matmul`` are the functions, as they always were.
+sys.modules[__name__ + ".transpose"] = transpose_api
+sys.modules[__name__ + ".matmul"] = matmul_api
+
+__all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "gmem", "matmul",
+           "matmul_api", "mbarrier", "smem", "swizzle", "tensormap_device", "tma", "transpose",
+           "transpose_api", "warp"]
 __version__ = "0.1.0"

@@ -293,7 +293,7 @@ def test_a_single_row_or_column_operand_is_stored_along_its_long_side(monkeypatc
 
     import numpy as np
 
-    mm = importlib.import_module("numba_tma.matmul")
+    mm = importlib.import_module("numba_tma.matmul_api")
     monkeypatch.setattr(mm, "_transposed", lambda v: ("transposed", v.shape[::-1]))
 
     class View:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from numba_tma.kernels import add_one
+from numba_tma.ladders.add_one import add_one
 
 
 class FakeDeviceArray:

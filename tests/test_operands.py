@@ -14,8 +14,8 @@ from numba_tma.operands import Operand, check_device, read_operand
 from numba_tma.tensormap import TensorMap
 from numba_tma.tensormap_im2col import plan_im2col_tensor_map
 
-api = importlib.import_module("numba_tma.transpose")     # the module, not the function
-mm = importlib.import_module("numba_tma.matmul")
+api = importlib.import_module("numba_tma.transpose_api")     # the module, not the function
+mm = importlib.import_module("numba_tma.matmul_api")
 
 BASE = 1 << 40
 OTHER = 2 << 40

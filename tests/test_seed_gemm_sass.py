@@ -1,5 +1,5 @@
-"""Seeds 002 and 004 offline: the 16x16x16 half-GEMM ladder (numba_tma.kernels.warp_gemm) and the
-SIMT fp32 GEMM (numba_tma.kernels.simt_gemm) compiled for sm_90a without a GPU.
+"""Seeds 002 and 004 offline: the 16x16x16 half-GEMM ladder (numba_tma.ladders.warp_gemm) and the
+SIMT fp32 GEMM (numba_tma.ladders.simt_gemm) compiled for sm_90a without a GPU.
 
 * Ladder: each rung's SASS has exactly the shared-memory instructions its docstring describes,
   two HMMA.16816.F32, no local memory, no calls; the bank model's table; the seed's swizzle is
@@ -61,7 +61,7 @@ LADDER_SASS = {
 @needs_compiler
 @pytest.mark.parametrize("rung", list(LADDER_SASS))
 def test_ladder_sass(rung):
-    from numba_tma.kernels import warp_gemm
+    from numba_tma.ladders import warp_gemm
 
     kb = compile_kernel(warp_gemm.KERNELS[rung], WORDS_SIG)
     check_clean(kb)
@@ -74,7 +74,7 @@ def test_ladder_sass(rung):
 
 
 def test_ladder_order_and_names():
-    from numba_tma.kernels import warp_gemm
+    from numba_tma.ladders import warp_gemm
 
     bench = _load_bench()
     assert list(warp_gemm.LADDER) == list(warp_gemm.KERNELS) == list(bench.RUNGS)
@@ -96,7 +96,7 @@ BANK_TABLE = {
 
 @pytest.mark.parametrize("rung", list(BANK_TABLE))
 def test_bank_model_table(rung):
-    from numba_tma.kernels import warp_gemm
+    from numba_tma.ladders import warp_gemm
 
     assert warp_gemm.bank_model(rung) == BANK_TABLE[rung]
 
@@ -104,7 +104,7 @@ def test_bank_model_table(rung):
 def test_bank_model_details():
     """The conflicts sit where the docstrings say: the dense rungs' fragment accesses are each
     2-way (rows g and g + 4 share banks), everything else is one wavefront per phase."""
-    from numba_tma.kernels import warp_gemm
+    from numba_tma.ladders import warp_gemm
 
     for rung in warp_gemm.LADDER:
         for acc in warp_gemm.shared_accesses(rung):
@@ -118,7 +118,7 @@ def test_bank_model_details():
 
 
 def test_bank_model_counts_distinct_words_per_bank():
-    from numba_tma.kernels.warp_gemm import _wavefronts
+    from numba_tma.ladders.warp_gemm import _wavefronts
 
     assert _wavefronts([[0]] * 32) == 1                    # broadcast
     assert _wavefronts([[i] for i in range(32)]) == 1      # one word per bank
@@ -130,7 +130,7 @@ def test_fragment_index_functions_match_the_ptx_layouts():
     """The per-lane addresses of the plain rungs pick exactly the mma fragments (numpy models of
     numba_tma.warp), for the dense and the padded pitch; the staging copies are bijections."""
     from numba_tma import warp
-    from numba_tma.kernels import warp_gemm as wg
+    from numba_tma.ladders import warp_gemm as wg
 
     m = np.arange(256, dtype=np.uint16).reshape(16, 16)
     frag_a = warp.fragment_a_m16n8k16(m)
@@ -164,7 +164,7 @@ def test_ldmatrix_rows_give_the_mma_fragments():
     """ldmatrix.x4 with the rungs' row addresses yields A's fragment, .trans B's two n-tiles,
     and stmatrix of the C pairs writes C (numpy models), with and without the swizzle."""
     from numba_tma import warp
-    from numba_tma.kernels import warp_gemm as wg
+    from numba_tma.ladders import warp_gemm as wg
 
     m = np.arange(256, dtype=np.uint16).reshape(16, 16)
     for swz in (False, True):
@@ -186,7 +186,7 @@ def test_ldmatrix_rows_give_the_mma_fragments():
 
 
 def test_seed_swizzle_is_cute_swizzle_1_3_3():
-    from numba_tma.kernels import warp_gemm as wg
+    from numba_tma.ladders import warp_gemm as wg
 
     off = np.arange(256)
     seed = wg.seed_swizzle(off, 3, 1, 3)
@@ -216,7 +216,7 @@ def test_seed_swizzle_is_cute_swizzle_1_3_3():
     ("misaligned", ValueError, r"a must be 4-byte aligned"),
 ])
 def test_ladder_wrappers_validate(bad, exc, message):
-    from numba_tma.kernels import warp_gemm
+    from numba_tma.ladders import warp_gemm
 
     class Fake:
         def __init__(self, ptr):
@@ -270,7 +270,7 @@ def innermost_loop(sass, marker):
 @pytest.fixture(scope="module")
 def simt_binaries():
     pytest.importorskip("numba_tma.offline")
-    from numba_tma.kernels import simt_gemm as sg
+    from numba_tma.ladders import simt_gemm as sg
 
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         pytest.skip("offline compilation needs the real CUDA target")
@@ -285,7 +285,7 @@ SIMT_BUILDS = [(c, lay) for c in ("large", "seed") for lay in SIMT_LAYOUTS
 @needs_compiler
 @pytest.mark.parametrize("config,layout", SIMT_BUILDS)
 def test_simt_no_local_memory(simt_binaries, config, layout):
-    from numba_tma.kernels import simt_gemm as sg
+    from numba_tma.ladders import simt_gemm as sg
 
     kb = simt_binaries[config, layout]
     check_clean(kb)
@@ -301,7 +301,7 @@ def test_simt_no_local_memory(simt_binaries, config, layout):
 def test_simt_inner_loop(simt_binaries, config, layout):
     """The k loop: K_UNROLL steps of 4 LDS.128 + 64 FFMA, nothing else from memory, and at
     least 85 % of its instructions FFMAs (the rest: two address increments, the counter)."""
-    from numba_tma.kernels import simt_gemm as sg
+    from numba_tma.ladders import simt_gemm as sg
 
     ops, n = innermost_loop(simt_binaries[config, layout].sass, "LDS.128")
     cfg = sg.CONFIGS[config]
@@ -327,7 +327,7 @@ def test_simt_shared_memory_is_conflict_free(config):
     """Host model on the kernel's own index functions: the transposing (k-major) and direct
     copies store one word per bank per warp instruction, and each compute LDS.128 reads
     distinct vectors from distinct banks; the seed's own partition would not."""
-    from numba_tma.kernels import simt_gemm as sg
+    from numba_tma.ladders import simt_gemm as sg
 
     cfg = sg.CONFIGS[config]
     th_m, th_n, nt = sg._check_config(cfg)

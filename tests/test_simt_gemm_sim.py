@@ -1,4 +1,4 @@
-"""numba_tma.kernels.simt_gemm (seed 004) without a GPU: every configuration and layout under
+"""numba_tma.ladders.simt_gemm (seed 004) without a GPU: every configuration and layout under
 numba's CUDA simulator on small odd shapes, and the host wrapper's input validation.
 
 * The simulator has to be switched on before ``numba.cuda`` is first imported, and this process
@@ -23,7 +23,7 @@ import pytest
 from sim_workers import run_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULE = os.path.join(ROOT, "numba_tma", "kernels", "simt_gemm.py")
+MODULE = os.path.join(ROOT, "numba_tma", "ladders", "simt_gemm.py")
 
 # (config, (M, N, K), layout, b_layout, alpha, beta)
 CASES = [
@@ -151,7 +151,7 @@ def _fakes(M=3, K=5, N=4, order="C"):
 
 @pytest.fixture(scope="module")
 def simt():
-    from numba_tma.kernels import simt_gemm
+    from numba_tma.ladders import simt_gemm
 
     return simt_gemm
 

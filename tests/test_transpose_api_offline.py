@@ -14,7 +14,7 @@ from numba_tma.kernels import transpose_vec
 from numba_tma.launch import DirectKernel
 
 # The module (the package's `transpose` attribute is the function).
-api = importlib.import_module("numba_tma.transpose")
+api = importlib.import_module("numba_tma.transpose_api")
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="the simulator's arrays take the numba-view path")
@@ -159,7 +159,7 @@ def test_matmul_argtypes_are_the_gemm_signature():
 
     from numba_tma.kernels import gemm_tma, gemm_wgmma
 
-    argtypes = sys.modules["numba_tma.matmul"]._ARGTYPES
+    argtypes = sys.modules["numba_tma.matmul_api"]._ARGTYPES
     for family in (gemm_tma, gemm_wgmma):
         args, _ = sigutils.normalize_signature(family.SIGNATURE)
         assert tuple(args) == argtypes
@@ -176,12 +176,12 @@ class RecordingKernel:
 
 
 def test_grid_chunks():
-    from numba_tma.kernels import transpose_classic as tc
+    from numba_tma.kernels._grid import grid_chunks
 
-    assert tc.grid_chunks(65535, 65535) == ((0, 65535, 0, 65535),)
-    assert tc.grid_chunks(78126, 1) == ((0, 65535, 0, 1), (65535, 12591, 0, 1))
-    assert tc.grid_chunks(1, 70000) == ((0, 1, 0, 65535), (0, 1, 65535, 4465))
-    chunks = tc.grid_chunks(131071, 65536)
+    assert grid_chunks(65535, 65535) == ((0, 65535, 0, 65535),)
+    assert grid_chunks(78126, 1) == ((0, 65535, 0, 1), (65535, 12591, 0, 1))
+    assert grid_chunks(1, 70000) == ((0, 1, 0, 65535), (0, 1, 65535, 4465))
+    chunks = grid_chunks(131071, 65536)
     assert len(chunks) == 6 and sum(ny * nz for _, ny, _, nz in chunks) == 131071 * 65536
 
 
@@ -196,8 +196,8 @@ def test_grid_chunks():
 def test_launch_splits_the_grid(monkeypatch, module, B, M, N, itemsize, launches):
     """transpose()'s v7/v8 launchers split grids past gridDim.y/z = 65535 into launches that
     cover every tile row of every matrix once; one launch, of the plain kernel, otherwise."""
-    from numba_tma.kernels import transpose_classic as tc
     from numba_tma.kernels import transpose_sector as ts
+    from numba_tma.kernels._grid import MAX_GRID_YZ
 
     mod = transpose_vec if module == "vec" else ts
     rec, variants = RecordingKernel(), []
@@ -223,7 +223,7 @@ def test_launch_splits_the_grid(monkeypatch, module, B, M, N, itemsize, launches
         tiles_y = -(-(M + 32 // itemsize - 1) // trows)
     covered = set()
     for (gx, ny, nz), args in rec.launches:
-        assert gx == -(-N // cols) and ny <= tc.MAX_GRID_YZ and nz <= tc.MAX_GRID_YZ
+        assert gx == -(-N // cols) and ny <= MAX_GRID_YZ and nz <= MAX_GRID_YZ
         (s_ptr, s_n), (o_ptr, o_n) = args[0], args[1]
         z0, r = divmod(s_ptr - BASE, per * itemsize)
         assert r == 0 and o_ptr - OTHER == s_ptr - BASE

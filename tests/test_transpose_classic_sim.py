@@ -61,7 +61,8 @@ def _run(cases):
     """Runs in the simulator: one JSON line per case."""
     from numba import cuda
 
-    from numba_tma.kernels import transpose_classic as tc
+    from numba_tma.kernels import transpose_v6 as v6
+    from numba_tma.ladders import transpose_classic as tc
 
     rng = np.random.default_rng()
     for cid, kernel, dtype, shape, kwargs, misaligned in cases:
@@ -79,7 +80,7 @@ def _run(cases):
                 src = src.view(dt).reshape(shape)
                 out = cuda.to_device(np.concatenate([pad, poison]))[1:]
                 out = out.view(dt).reshape(B, N, M)
-                k = tc._v6_setup(src, out, B, M, N)[1]
+                k = v6._v6_setup(src, out, B, M, N)[1]
                 assert k == 1, f"misaligned buffers took the packed path (k={k})"
             else:
                 src = cuda.to_device(a)
@@ -128,7 +129,7 @@ def test_ladder_kernel_under_simulator(sim_results, kernel):
 
 
 def test_ladder_order_and_best():
-    from numba_tma.kernels import transpose_classic as tc
+    from numba_tma.ladders import transpose_classic as tc
 
     assert list(tc.LADDER) == KERNELS
     assert tc.BEST in tc.LADDER
@@ -149,7 +150,7 @@ class FakeDeviceArray:
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_launchers_reject_mismatched_arrays(kernel):
-    from numba_tma.kernels.transpose_classic import LADDER
+    from numba_tma.ladders.transpose_classic import LADDER
 
     fn = LADDER[kernel]
     with pytest.raises(ValueError, match=r"out must have shape \(B, N, M\) = \(2, 5, 3\)"):
@@ -161,7 +162,7 @@ def test_launchers_reject_mismatched_arrays(kernel):
 
 
 def test_v6_rejects_bad_group():
-    from numba_tma.kernels.transpose_classic import _check_group
+    from numba_tma.kernels.transpose_v6 import _check_group
 
     assert _check_group(16) == 16
     with pytest.raises(ValueError, match="power of two"):
@@ -173,7 +174,7 @@ def test_v6_rejects_bad_group():
 
 def _column_write(itemsize, layout, rows=32):
     """Worst conflict of v2/v3's column write tile[lx][f(lx, ly)] over the rows ly."""
-    from numba_tma.kernels.transpose_classic import _bank_conflicts
+    from numba_tma.ladders.transpose_classic import _bank_conflicts
 
     pitch = 33 if layout == "padded" else 32
     worst = 1
@@ -200,7 +201,8 @@ def test_bank_conflict_table(itemsize, plain, rotate, padded):
 @pytest.mark.parametrize("packed", [True, False])
 def test_v6_shared_accesses_conflict_free(itemsize, packed):
     """Every warp access of v6's to_smem/from_smem, with the kernels' own thread mapping."""
-    from numba_tma.kernels.transpose_classic import V6_THREADS, _bank_conflicts, v6_config
+    from numba_tma.ladders.transpose_classic import _bank_conflicts
+    from numba_tma.kernels.transpose_v6 import V6_THREADS, v6_config
 
     W, k, TP, TQ = v6_config(itemsize, packed)
     PSTEP, RSTEP = V6_THREADS // TQ, V6_THREADS // TP
@@ -229,19 +231,19 @@ def test_v6_shared_accesses_conflict_free(itemsize, packed):
 def test_v6_fp32_sass(persistent):
     """v6 on fp32 compiles to 8-byte accesses, one barrier, and fits its launch bounds."""
     pytest.importorskip("numba_tma.offline")
-    from numba_tma.kernels import transpose_classic as tc
+    from numba_tma.kernels import transpose_v6 as v6
     from numba_tma.offline import compile_kernel, find_tool
 
     try:
         find_tool("cuobjdump")
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    _, k, TP, TQ = tc.v6_config(4, True)
-    kern = tc._v6(np.dtype(np.uint64), k, TP, TQ, persistent, tc.V6_GROUP)
+    _, k, TP, TQ = v6.v6_config(4, True)
+    kern = v6._v6(np.dtype(np.uint64), k, TP, TQ, persistent, v6.V6_GROUP)
     extra = ", int64" if persistent else ""
     kb = compile_kernel(kern, f"void(uint64[::1], uint64[::1], int64, int64, int64, int64{extra})")
-    blocks = tc.V6_BLOCKS_PER_SM if persistent else tc.V6_PACKED_MIN_BLOCKS
-    assert kb.registers * tc.V6_THREADS * blocks <= 65536, kb
+    blocks = v6.V6_BLOCKS_PER_SM if persistent else v6.V6_PACKED_MIN_BLOCKS
+    assert kb.registers * v6.V6_THREADS * blocks <= 65536, kb
     for op in ("LDG.E.64", "STG.E.64", "STS.64", "LDS.64"):
         assert kb.has(op), (op, kb)
     assert kb.count("BAR.SYNC") == 1

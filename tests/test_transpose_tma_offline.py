@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from numba_tma import swizzle
-from numba_tma.kernels import transpose_tma as tt
+from numba_tma.ladders import transpose_tma as tt
 
 ITEMSIZES = [1, 2, 4, 8]
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -11,7 +11,7 @@ from numba import cuda
 from numba.core.errors import TypingError
 
 from numba_tma import warp
-from numba_tma.kernels.warp_gemm import gemm_16x16
+from numba_tma.ladders.warp_gemm import gemm_16x16
 from sass_checks import check_clean
 
 needs_compiler = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",

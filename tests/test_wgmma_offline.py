@@ -15,7 +15,7 @@ from numba.core.errors import TypingError
 from numba_tma import swizzle, wgmma
 from numba_tma._bridge import PTX_DIR
 from numba_tma.kernels import gemm_wgmma
-from numba_tma.kernels.wgmma_probe import probe_kernel, probe_signature
+from numba_tma.ladders.wgmma_probe import probe_kernel, probe_signature
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean
 
@@ -222,7 +222,7 @@ def test_choose_config(monkeypatch):
     # of 128 bytes.
     import sys
 
-    mm = sys.modules["numba_tma.matmul"]
+    mm = sys.modules["numba_tma.matmul_api"]
     monkeypatch.setattr(mm, "_sm_count", lambda: 132)
     for (m, n, k), rows, bn, cm in (((8192, 8192, 8192), (16384, 16384), 256, 1),
                                     ((2048, 2048, 2048), (4096, 4096), 256, 1),

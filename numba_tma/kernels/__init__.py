@@ -1,6 +1,17 @@
-"""Kernels built on numba_tma's intrinsics, one module per family (``kernels.simt_gemm``,
-``kernels.im2col``, ``kernels.grouped_copy``, ... are the modules; their functions share the
-module's name, so import them from there)."""
+"""The kernels numba_tma's public API runs, one module per family, and their shared host helpers.
+
+``transpose_vec`` (v7), ``transpose_sector`` (v8) and ``transpose_v6`` (v6_packed,
+v6_persistent) are what ``numba_tma.transpose`` runs; ``gemm_wgmma`` and ``gemm_tma`` what
+``numba_tma.matmul`` runs; ``reduce`` (``sum_axis0``), ``grouped_copy``, ``im2col`` and
+``multicast_copy`` the other library kernels. ``_grid`` (grid limits and splitting, the transpose
+pair check), ``_descriptors``, ``_gemm_slices`` and ``_configure`` are helpers for the package's
+kernels (the ladders' included). The seed ladders live in :mod:`numba_tma.ladders`; the names
+``kernels.transpose_classic``, ``kernels.transpose_tma``, ``kernels.warp_gemm``,
+``kernels.simt_gemm``, ``kernels.add_one`` and ``kernels.wgmma_probe`` still import them.
+
+A family's functions share the module's name (``kernels.im2col.im2col``), so import them from
+the module; ``kernels.add_one`` and ``kernels.sum_axis0`` are the functions.
+"""
 
 from .add_one import add_one
 from .reduce import sum_axis0

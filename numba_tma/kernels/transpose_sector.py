@@ -52,7 +52,8 @@ from numba import cuda
 from numba.core import types
 
 from .. import bulk, fence, gmem, smem, tma
-from . import transpose_classic as tc
+from ._grid import MAX_GRID_YZ, cdiv, check_pair, device_pointer, grid_chunks
+from .transpose_v6 import v6_packed
 
 __all__ = ["v8_sector", "applies", "applies_to", "launch", "TILES"]
 
@@ -285,12 +286,12 @@ def v8_sector(src, out, stream=0):
     """Rung 8: 16-byte global accesses for any row pitch and base address, each block owning
     whole 32-byte sectors of its out rows (see the module docstring). Under the CUDA simulator
     runs ``v6_packed``."""
-    src, out, B, M, N = tc._check(src, out)
+    src, out, B, M, N = check_pair(src, out)
     if B * M * N == 0:
         return
     if not applies(src, out):
-        return tc.v6_packed(src, out, stream)
-    launch(tc._device_pointer(src), tc._device_pointer(out), B, M, N,
+        return v6_packed(src, out, stream)
+    launch(device_pointer(src), device_pointer(out), B, M, N,
            np.dtype(src.dtype).itemsize, stream)
 
 
@@ -312,15 +313,15 @@ def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
     ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked).
 
     Any shape: where the tile rows or the batch exceed gridDim.y / gridDim.z (65535), the grid
-    is split into launches (``tc.grid_chunks``): batches by pointer offsets (each launch's
+    is split into launches (``grid_chunks``): batches by pointer offsets (each launch's
     buffers are its own matrices), tile rows by the ``tile_y0`` of the kernel's row-offset
     variant. Shapes within the limits take one launch of the plain kernel, as before."""
     trows, cols, threads, _ = TILES[itemsize]
     halo = SECTOR // itemsize - 1
     per = M * N                                  # elements per matrix
-    gx, gy = tc._cdiv(N, cols), tc._cdiv(M + halo, trows)
-    direct, _ = _direct(itemsize, gy > tc.MAX_GRID_YZ)
-    for y0, ny, z0, nz in tc.grid_chunks(gy, B):
+    gx, gy = cdiv(N, cols), cdiv(M + halo, trows)
+    direct, _ = _direct(itemsize, gy > MAX_GRID_YZ)
+    for y0, ny, z0, nz in grid_chunks(gy, B):
         off = z0 * per * itemsize
         s_ptr, o_ptr, total = src_ptr + off, out_ptr + off, nz * per
         direct.launch((gx, ny, nz), (threads, 1, 1), stream, (s_ptr, total), (o_ptr, total), M,
@@ -338,8 +339,8 @@ def prepare(src_ptr, out_ptr, B, M, N, itemsize):
     more than one launch."""
     trows, cols, threads, _ = TILES[itemsize]
     halo = SECTOR // itemsize - 1
-    gx, gy = tc._cdiv(N, cols), tc._cdiv(M + halo, trows)
-    if len(tc.grid_chunks(gy, B)) > 1:
+    gx, gy = cdiv(N, cols), cdiv(M + halo, trows)
+    if len(grid_chunks(gy, B)) > 1:
         return None
     direct, _ = _direct(itemsize)
     total = B * M * N

@@ -42,7 +42,8 @@ from numba.core import types
 from numba.cuda import libdevice
 
 from .. import gmem, smem
-from . import transpose_classic as tc
+from ._grid import MAX_GRID_YZ, cdiv, check_pair, device_pointer, grid_chunks
+from .transpose_v6 import v6_packed
 
 __all__ = ["v7_vec16", "applies", "applies_to", "whole_tiles", "launch", "TILES"]
 
@@ -62,8 +63,8 @@ LANES_PER_ROW = 16
 def applies(src, out, M, N):
     """Whether the vector path applies: 16-byte row pitches and bases, and a real GPU (the
     simulator cannot run the PTX wrappers)."""
-    return applies_to(np.dtype(src.dtype).itemsize, M, N, tc._device_pointer(src),
-                      tc._device_pointer(out))
+    return applies_to(np.dtype(src.dtype).itemsize, M, N, device_pointer(src),
+                      device_pointer(out))
 
 
 def applies_to(itemsize, M, N, src_ptr, out_ptr):
@@ -245,12 +246,12 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, lanes_per_row=LANES_PER_
 def v7_vec16(src, out, stream=0):
     """Rung 7: 16-byte global and shared accesses, tiles of 256-byte row segments (see the module
     docstring). Rows and bases that are not 16-byte multiples run ``v6_packed``."""
-    src, out, B, M, N = tc._check(src, out)
+    src, out, B, M, N = check_pair(src, out)
     if B * M * N == 0:
         return
     if not applies(src, out, M, N):
-        return tc.v6_packed(src, out, stream)
-    launch(tc._device_pointer(src), tc._device_pointer(out), B, M, N,
+        return v6_packed(src, out, stream)
+    launch(device_pointer(src), device_pointer(out), B, M, N,
            np.dtype(src.dtype).itemsize, stream)
 
 
@@ -273,16 +274,16 @@ def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
     ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked).
 
     Any shape: where the tile rows or the batch exceed gridDim.y / gridDim.z (65535), the grid
-    is split into launches (``tc.grid_chunks``): batches by pointer offsets, tile rows by the
+    is split into launches (``grid_chunks``): batches by pointer offsets, tile rows by the
     ``tile_y0`` of the kernel's row-offset variant. Shapes within the limits take one launch of
     the plain kernel, as before."""
     trows, cols, threads, _ = TILES[itemsize]
     _, pack = _words(itemsize)
     per = M * N                                  # elements per matrix
-    gx, gy = tc._cdiv(N, cols), tc._cdiv(M, trows * pack)
-    direct, word, _, _ = _direct(itemsize, gy > tc.MAX_GRID_YZ)
+    gx, gy = cdiv(N, cols), cdiv(M, trows * pack)
+    direct, word, _, _ = _direct(itemsize, gy > MAX_GRID_YZ)
     block = (threads, 1, 1)
-    for y0, ny, z0, nz in tc.grid_chunks(gy, B):
+    for y0, ny, z0, nz in grid_chunks(gy, B):
         off = z0 * per * itemsize
         total = nz * per
         words = total * itemsize // word.itemsize
@@ -301,8 +302,8 @@ def prepare(src_ptr, out_ptr, B, M, N, itemsize):
     than one launch."""
     trows, cols, threads, _ = TILES[itemsize]
     _, pack = _words(itemsize)
-    gx, gy = tc._cdiv(N, cols), tc._cdiv(M, trows * pack)
-    if len(tc.grid_chunks(gy, B)) > 1:
+    gx, gy = cdiv(N, cols), cdiv(M, trows * pack)
+    if len(grid_chunks(gy, B)) > 1:
         return None
     direct, word, _, _ = _direct(itemsize)
     total = B * M * N

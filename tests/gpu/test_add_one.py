@@ -5,7 +5,7 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import random_array
-from numba_tma.kernels import add_one
+from numba_tma.ladders.add_one import add_one
 
 
 @pytest.mark.parametrize("swizzle", [0, 32, 64, 128])

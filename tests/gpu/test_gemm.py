@@ -14,7 +14,7 @@ from numba import cuda
 from numba_tma import matmul, warp
 from numba_tma.kernels.gemm_tma import GemmConfig
 from numba_tma.kernels.gemm_wgmma import WgmmaConfig
-from numba_tma.matmul import plan_matmul
+from numba_tma.matmul_api import plan_matmul
 
 rng = np.random.default_rng()
 
@@ -327,3 +327,22 @@ def test_repeated_calls_reuse_the_launcher_correctly():
         matmul(da, db, poisoned((m, n + 8), np.float32))
     with pytest.raises(ValueError, match="b must have 72 rows"):
         matmul(da, cuda.to_device(small_ints((k + 8, n))), out)
+
+
+def test_matmul_kernels_every_launcher():
+    """Every launcher ``matmul_kernels()`` lists, shipped and ladder, on operands it takes,
+    exactly (small integers): the shipped rungs at an odd shape, the SIMT ladder in fp32, the
+    one-warp rungs at 16 x 16 x 16."""
+    from numba_tma.matmul_api import matmul_kernels
+
+    for name, fn in matmul_kernels().items():
+        if name.startswith("warp16_"):
+            m = n = k = 16
+        else:
+            m, n, k = 200, 72, 136
+        dtype = np.float32 if name == "simt_fp32" else np.float16
+        a, b = small_ints((m, k)).astype(dtype), small_ints((k, n)).astype(dtype)
+        out = poisoned((m, n), dtype)
+        assert fn(cuda.to_device(a), cuda.to_device(b), out) is out, name
+        np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b).astype(dtype),
+                                      err_msg=name)

@@ -289,8 +289,8 @@ def test_caches_survive_a_closed_context():
 def test_new_buffers_of_a_known_layout_are_not_replanned(monkeypatch):
     import importlib
 
-    matmul_module = importlib.import_module("numba_tma.matmul")        # the modules, not the
-    transpose_module = importlib.import_module("numba_tma.transpose")  # functions of that name
+    matmul_module = importlib.import_module("numba_tma.matmul_api")        # the modules, not the
+    transpose_module = importlib.import_module("numba_tma.transpose_api")  # functions of that name
 
     def fresh():
         a = torch.randn(300, 136, device="cuda", dtype=torch.float16)

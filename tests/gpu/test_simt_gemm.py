@@ -1,4 +1,4 @@
-"""Seed 004 on the GPU: numba_tma.kernels.simt_gemm (tiled SIMT fp32 GEMM) against numpy.
+"""Seed 004 on the GPU: numba_tma.ladders.simt_gemm (tiled SIMT fp32 GEMM) against numpy.
 
 Small-integer inputs keep every product and partial sum exact in fp32, so odd shapes, every
 layout and both configurations compare exactly, with ``out`` poisoned (NaN where beta == 0, so
@@ -11,7 +11,7 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import rng
-from numba_tma.kernels import simt_gemm as sg
+from numba_tma.ladders import simt_gemm as sg
 
 ORDER = {"row": "C", "col": "F"}
 TARGET_TFLOPS_H100 = 20.0

@@ -6,7 +6,7 @@ from numba import cuda
 
 from gpu_helpers import random_array
 from numba_tma.kernels import transpose_sector
-from numba_tma.transpose import choose_kernel, transpose, transpose_kernels
+from numba_tma.transpose_api import choose_kernel, transpose, transpose_kernels
 
 # TMA-legal shapes (rows of src and out a multiple of 16 bytes) that are not tile multiples.
 TMA_SHAPES = {

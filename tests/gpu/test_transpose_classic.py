@@ -6,7 +6,8 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import random_array
-from numba_tma.kernels import transpose_classic as tc
+from numba_tma.ladders import transpose_classic as tc
+from numba_tma.kernels import transpose_v6 as v6
 
 KERNELS = list(tc.LADDER)
 DTYPES = [np.uint8, np.float16, np.float32, np.float64]
@@ -52,7 +53,7 @@ def test_v6_packed_path_partial_tiles(kernel, dtype):
     # M and N divisible by 8: the 8-byte word path for every dtype, with partial edge tiles.
     a = random_array((3, 1000, 776), dtype)
     B, M, N = a.shape
-    k = tc._v6_setup(cuda.to_device(a), poisoned((B, N, M), dtype), B, M, N)[1]
+    k = v6._v6_setup(cuda.to_device(a), poisoned((B, N, M), dtype), B, M, N)[1]
     assert k == 8 // np.dtype(dtype).itemsize
     run(kernel, a)
 
@@ -78,7 +79,7 @@ def test_v6_misaligned_views_fall_back(kernel):
     src = raw[1:].reshape(a.shape)
     out_raw = poisoned((B * N * M + 1,), np.uint8)
     out = out_raw[1:].reshape(B, N, M)
-    assert tc._v6_setup(src, out, B, M, N)[1] == 1
+    assert v6._v6_setup(src, out, B, M, N)[1] == 1
     tc.LADDER[kernel](src, out)
     cuda.synchronize()
     assert_transposed(out, a)
@@ -87,14 +88,14 @@ def test_v6_misaligned_views_fall_back(kernel):
 def test_v6_persistent_default_grid_is_resident():
     a = cuda.to_device(random_array((1, 4096, 4096), np.float32))
     out = poisoned((1, 4096, 4096), np.float32)
-    word, k, TP, TQ, fs, fo, Mp, Nw = tc._v6_setup(a, out, 1, 4096, 4096)
-    kern = tc._v6(word, k, TP, TQ, True, tc.V6_GROUP)
+    word, k, TP, TQ, fs, fo, Mp, Nw = v6._v6_setup(a, out, 1, 4096, 4096)
+    kern = v6._v6(word, k, TP, TQ, True, v6.V6_GROUP)
     TRn, TCn = -(-Mp // TP), -(-Nw // TQ)
-    grid = tc._persistent_grid(kern, (fs, fo, Mp, Nw, TRn, TCn, TRn * TCn))
+    grid = v6._persistent_grid(kern, (fs, fo, Mp, Nw, TRn, TCn, TRn * TCn))
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
     # Launch bounds promise at least V6_BLOCKS_PER_SM blocks per SM; two 33 KiB blocks of shared
     # memory more than 6 would not fit in 228 KiB.
-    assert sms * tc.V6_BLOCKS_PER_SM <= grid <= sms * 6, (grid, sms)
+    assert sms * v6.V6_BLOCKS_PER_SM <= grid <= sms * 6, (grid, sms)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import random_array
-from numba_tma.transpose import transpose_kernels
+from numba_tma.transpose_api import transpose_kernels
 
 DTYPES = [np.uint8, np.float16, np.int16, np.float32, np.int32, np.float64, np.int64]
 # Odd shapes, tile multiples, partial tiles, shapes smaller than one tile; the first tile row of

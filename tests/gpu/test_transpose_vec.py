@@ -9,7 +9,7 @@ from numba import cuda
 from gpu_helpers import random_array
 from numba_tma import gmem
 from numba_tma.kernels import transpose_vec
-from numba_tma.transpose import transpose_kernels
+from numba_tma.transpose_api import transpose_kernels
 
 
 def test_gmem_load_store_v4_roundtrip():

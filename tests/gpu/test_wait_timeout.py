@@ -18,7 +18,7 @@ import sys, time
 import numpy as np
 from numba import cuda
 from numba_tma import TensorMap, mbarrier, tma
-from numba_tma.kernels import add_one
+from numba_tma.ladders.add_one import add_one
 
 assert mbarrier.WAIT_TIMEOUT_NS == 1_000_000_000, mbarrier.WAIT_TIMEOUT_NS
 ROWS, COLS = 16, 16

@@ -11,7 +11,7 @@ from numba import cuda
 
 from gpu_helpers import rng
 from numba_tma import warp
-from numba_tma.kernels.warp_gemm import KMAX, gemm_16x16
+from numba_tma.ladders.warp_gemm import KMAX, gemm_16x16
 
 STRIDE = 24              # halves per shared row: 48 bytes, 16-byte aligned, rows not contiguous
 

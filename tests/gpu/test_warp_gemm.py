@@ -1,4 +1,4 @@
-"""Seed 002 on the GPU: the 16x16x16 half GEMM ladder (numba_tma.kernels.warp_gemm.LADDER:
+"""Seed 002 on the GPU: the 16x16x16 half GEMM ladder (numba_tma.ladders.warp_gemm.LADDER:
 smem, padded, ldmatrix, swizzle), one warp each, against numpy.
 
 Small-integer inputs make the f16 result exact (|C| <= 256), so those compare bit for bit after
@@ -11,7 +11,7 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import rng
-from numba_tma.kernels import warp_gemm
+from numba_tma.ladders import warp_gemm
 
 RUNGS = list(warp_gemm.LADDER)
 N = 16

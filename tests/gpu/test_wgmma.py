@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from numba_tma import warp, wgmma
-from numba_tma.kernels.wgmma_probe import K_STEPS, KINDS, run_probe
+from numba_tma.ladders.wgmma_probe import K_STEPS, KINDS, run_probe
 
 rng = np.random.default_rng()
 

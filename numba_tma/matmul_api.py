@@ -28,7 +28,7 @@ from .kernels import gemm_tma, gemm_wgmma
 from .kernels._descriptors import descriptor_map, retarget
 from .operands import check_device, dtype_name, read_operand
 
-__all__ = ["matmul", "MatmulPlan", "plan_matmul"]
+__all__ = ["matmul", "matmul_kernels", "MatmulPlan", "plan_matmul"]
 
 TMA_ALIGN = 16
 _IN_KINDS = {"float16": "f16", "torch.float16": "f16", "torch.bfloat16": "bf16"}
@@ -465,3 +465,48 @@ def _dtype_name(spec):
         return np.dtype(spec).name
     except TypeError:
         return str(spec)
+
+
+def matmul_kernels():
+    """Ordered ``{name: launcher(a, b, out=None, stream=None)}`` of every GEMM kernel: the rungs
+    ``matmul()`` runs, forced by their config, then the seed ladders'.
+
+    Each launcher returns ``out`` (allocated when None) and has a ``kind``: ``"shipped"`` (in
+    :mod:`numba_tma.kernels`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile, the
+    persistent kernel ``matmul()`` runs, and its 2-CTA cluster form, and the ``mma.sync``
+    ``GemmConfig`` rung; each validates like ``matmul()``) or ``"ladder"`` (in
+    :mod:`numba_tma.ladders`: seed 004's SIMT fp32 GEMM, float32 operands only, and seed 002's
+    one-warp rungs, 16 x 16 float16 operands only; each checks its own operands); its
+    ``module`` names the module the kernel lives in.
+    """
+    from .ladders import simt_gemm, warp_gemm
+
+    def forced(cfg):
+        def launch(a, b, out=None, stream=None):
+            return matmul(a, b, out, config=cfg, stream=stream)
+
+        launch.__doc__ = f"``matmul(a, b, out, config={cfg!r})``: {_family(cfg).__doc__}"
+        return launch, _family(cfg).__name__
+
+    def seed(fn):
+        def launch(a, b, out=None, stream=None):
+            return fn(a, b, out, stream=stream or 0)
+
+        launch.__doc__ = fn.__doc__
+        return launch, fn.__module__
+
+    table = {
+        "wgmma_tile_per_block": forced(gemm_wgmma.WgmmaConfig(persistent=False)),
+        "wgmma_persistent": forced(gemm_wgmma.WgmmaConfig()),
+        "wgmma_persistent_c2": forced(gemm_wgmma.WgmmaConfig(cluster_m=2)),
+        "mma_sync": forced(gemm_tma.GemmConfig()),
+        "simt_fp32": seed(simt_gemm.simt_gemm),
+        **{f"warp16_{rung}": seed(fn) for rung, fn in warp_gemm.LADDER.items()},
+    }
+    kernels = {}
+    for name, (launch, module) in table.items():
+        launch.__name__ = name
+        launch.module = module
+        launch.kind = "ladder" if module.startswith("numba_tma.ladders.") else "shipped"
+        kernels[name] = launch
+    return kernels

@@ -34,7 +34,9 @@ from numba import cuda
 from ._arrays import allocate_like, numba_view
 from ._calls import call_stream, operand_key
 from ._device import HOPPER_CC
-from .kernels import transpose_classic, transpose_sector, transpose_tma, transpose_vec
+from .kernels import transpose_sector, transpose_v6, transpose_vec
+from .kernels._grid import device_pointer
+from .ladders import transpose_classic, transpose_tma
 from .launch import context_id, is_capturing, numba_stream
 from .operands import check_device, is_c_contiguous, read_operand
 
@@ -65,7 +67,7 @@ def _describe(array, argname, writable=False):
         return op.shape, op.strides, op.itemsize, op.dtype, op.ptr
     view = numba_view(array, argname)           # the simulator's arrays have no interface
     return (tuple(view.shape), tuple(view.strides), view.dtype.itemsize, view.dtype.name,
-            transpose_classic._device_pointer(view))
+            device_pointer(view))
 
 
 def _check_contiguous(shape, strides, itemsize, argname):
@@ -123,7 +125,7 @@ def _choose(s, o):
         return "v7_vec16"
     if transpose_sector.applies_to(s.itemsize):
         return "v8_sector"
-    return transpose_classic.BEST
+    return transpose_v6.BEST
 
 
 def choose_kernel(src, out):
@@ -241,7 +243,11 @@ _LAUNCHERS = {**transpose_classic.LADDER, "v7_vec16": transpose_vec.v7_vec16,
 def transpose_kernels():
     """Ordered ``{name: launcher(src, out)}`` of every transpose kernel, classic then TMA.
 
-    Each launcher validates like ``transpose`` and runs that one kernel.
+    Each launcher validates like ``transpose`` and runs that one kernel. Its ``kind`` says what
+    it is: ``"shipped"`` (a kernel ``transpose()`` runs: v6_packed, v6_persistent, v7_vec16,
+    v8_sector, in :mod:`numba_tma.kernels`) or ``"ladder"`` (a seed ladder's rung, in
+    :mod:`numba_tma.ladders`: classic v1-v5 of seed 003, the TMA transposes of seed 000); its
+    ``module`` names the module the kernel lives in.
     """
     def bind(name):
         def launch(src, out, stream=0):
@@ -249,6 +255,8 @@ def transpose_kernels():
 
         launch.__name__ = name
         launch.__doc__ = _LAUNCHERS[name].__doc__
+        launch.module = _LAUNCHERS[name].__module__
+        launch.kind = "ladder" if launch.module.startswith("numba_tma.ladders.") else "shipped"
         return launch
 
     return {name: bind(name) for name in _LAUNCHERS}

@@ -1,0 +1,125 @@
+"""The package's layout: the seed ladders in ``numba_tma.ladders``, the kernels the public API
+runs in ``numba_tma.kernels`` (which never import a ladder), and the old import paths of the
+moved modules still giving the very same modules."""
+
+import ast
+import importlib
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MOVED = ["transpose_classic", "transpose_tma", "warp_gemm", "simt_gemm", "add_one", "wgmma_probe"]
+
+
+@pytest.mark.parametrize("name", MOVED)
+def test_old_kernels_paths_are_the_ladder_modules(name):
+    new = importlib.import_module(f"numba_tma.ladders.{name}")
+    assert importlib.import_module(f"numba_tma.kernels.{name}") is new
+    if name != "add_one":
+        from numba_tma import kernels
+
+        assert getattr(kernels, name) is new
+
+
+def test_kernels_add_one_stays_the_function():
+    # In a fresh interpreter: importing the old module path must not rebind the package's
+    # ``add_one`` (the function) to the module.
+    code = ("import numba_tma.kernels.add_one, numba_tma.ladders.add_one as m\n"
+            "from numba_tma.kernels import add_one\n"
+            "assert add_one is m.add_one and callable(add_one), add_one\n"
+            "from numba_tma.kernels.transpose_classic import LADDER\n"
+            "print('ok')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+def _imports(path):
+    """Every module a file imports (relative imports resolved against numba_tma.kernels)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = "numba_tma.kernels" if node.level == 1 else "numba_tma" if node.level == 2 else ""
+            mod = ".".join(p for p in (base, node.module or "") if p)
+            yield mod
+            yield from (f"{mod}.{a.name}" for a in node.names)
+
+
+def test_shipped_kernels_do_not_import_ladders():
+    shims = {f"{name}.py" for name in MOVED}
+    for path in sorted((ROOT / "numba_tma" / "kernels").glob("*.py")):
+        if path.name in shims or path.name == "__init__.py":
+            continue
+        bad = [m for m in _imports(path) if "ladders" in m or m.split(".")[-1] in MOVED]
+        assert not bad, f"{path.name} imports {bad}: shipped kernels must not lean on a ladder"
+
+
+@pytest.mark.parametrize("name", MOVED)
+def test_ladder_docstrings_name_their_seed(name):
+    doc = importlib.import_module(f"numba_tma.ladders.{name}").__doc__
+    if name == "wgmma_probe":
+        assert "No seed" in doc
+    else:
+        m = re.search(r"Seed (\d{3}) \(``(\d{3})_[0-9a-f]{16}\.txt``", doc)
+        assert m and m.group(1) == m.group(2), doc[:400]
+
+
+def test_pyproject_ships_every_package():
+    text = (ROOT / "pyproject.toml").read_text()
+    for pkg in ROOT.joinpath("numba_tma").rglob("__init__.py"):
+        name = ".".join(pkg.parent.relative_to(ROOT).parts)
+        assert f'"{name}"' in text, name
+
+
+def test_transpose_kernels_are_labelled():
+    from numba_tma.transpose_api import transpose_kernels
+
+    kernels = transpose_kernels()
+    shipped = {n for n, fn in kernels.items() if fn.kind == "shipped"}
+    assert shipped == {"v6_packed", "v6_persistent", "v7_vec16", "v8_sector"}
+    for name, fn in kernels.items():
+        assert fn.__name__ == name and fn.__doc__
+        assert fn.module.startswith("numba_tma.kernels." if name in shipped
+                                    else "numba_tma.ladders."), (name, fn.module)
+    assert {n for n in kernels if kernels[n].kind == "ladder"} == {
+        "v1_naive", "v2_smem", "v3_rotate", "v3_padded", "v4_double_buffer", "v5_64x32",
+        "tma_naive", "tma_swizzle128", "tma_batched", "tma_pipelined"}
+
+
+def test_matmul_kernels_are_labelled():
+    mm = importlib.import_module("numba_tma.matmul_api")
+
+    kernels = mm.matmul_kernels()
+    assert list(kernels) == ["wgmma_tile_per_block", "wgmma_persistent", "wgmma_persistent_c2",
+                             "mma_sync", "simt_fp32", "warp16_smem", "warp16_padded",
+                             "warp16_ldmatrix", "warp16_swizzle"]
+    for name, fn in kernels.items():
+        assert fn.__name__ == name and fn.__doc__, name
+        want = "shipped" if fn.module.startswith("numba_tma.kernels.") else "ladder"
+        assert fn.kind == want and fn.module.split(".")[1] in ("kernels", "ladders"), name
+    assert kernels["wgmma_persistent"].module == "numba_tma.kernels.gemm_wgmma"
+    assert kernels["mma_sync"].module == "numba_tma.kernels.gemm_tma"
+    assert kernels["simt_fp32"].kind == kernels["warp16_swizzle"].kind == "ladder"
+
+
+def test_public_functions_and_their_modules_both_reachable():
+    import numba_tma
+    import numba_tma.matmul_api
+    import numba_tma.transpose_api
+
+    assert callable(numba_tma.transpose) and callable(numba_tma.matmul)
+    assert numba_tma.transpose is numba_tma.transpose_api.transpose
+    assert numba_tma.matmul is numba_tma.matmul_api.matmul
+    # The modules' old dotted names still import the modules.
+    assert importlib.import_module("numba_tma.transpose") is numba_tma.transpose_api
+    assert importlib.import_module("numba_tma.matmul") is numba_tma.matmul_api
+    from numba_tma.transpose import transpose_kernels
+
+    assert transpose_kernels is numba_tma.transpose_api.transpose_kernels
