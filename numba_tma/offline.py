@@ -264,6 +264,11 @@ _LOG_FIELDS = {
 }
 
 
+def _has_op(sass, op):
+    """Whether SASS text has an instruction of opcode ``op`` (any modifiers)."""
+    return re.search(rf"\b{op}(\.|\s)", sass) is not None
+
+
 def _parse_ptxas_log(text):
     """ptxas lines of the nvJitLink verbose log -> ([entries], {function: {...}})."""
     entries, funcs = [], {}
@@ -576,8 +581,10 @@ def compile_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> KernelB
         shared_bytes=first(p.get("smem"), r.get("SHARED")),
         local_bytes=first(r.get("LOCAL"), p.get("lmem")),
         stack_bytes=first(r.get("STACK"), p.get("stack")),
-        spill_stores=p.get("spill_stores"),
-        spill_loads=p.get("spill_loads"),
+        # Some nvJitLink builds (the H100 image's) leave the stack-frame line out of the log;
+        # a spill is a local store/load, so SASS without STL/LDL has none.
+        spill_stores=first(p.get("spill_stores"), None if _has_op(sass, "STL") else 0),
+        spill_loads=first(p.get("spill_loads"), None if _has_op(sass, "LDL") else 0),
         barriers=p.get("barriers"),
         res_usage=r,
         py_name=getattr(pyfunc, "__qualname__", pyfunc.__name__),
