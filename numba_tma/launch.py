@@ -568,7 +568,6 @@ class DirectKernel:
                     func = self._functions[ctx] = self._load(ctx)
         return func
 
-    _function = function
 
     def loaded(self):
         """Whether :meth:`function` would return without compiling or loading."""
@@ -677,13 +676,17 @@ class DirectKernel:
             raise TypeError(f"args[{i}]: the kernel takes a {slot.ndim}-D array of "
                             f"{slot.itemsize}-byte elements; got shape {shape} of {itemsize}-byte "
                             f"elements")
-        strides = cai.get("strides")
-        if strides is None:
-            strides, step = [], itemsize
-            for d in reversed(shape):
-                strides.append(step)
-                step *= d
-            strides = tuple(reversed(strides))
+        c_strides, f_strides, step_c, step_f = [], [], itemsize, itemsize
+        for d_c, d_f in zip(reversed(shape), shape):
+            c_strides.append(step_c)
+            f_strides.append(step_f)
+            step_c, step_f = step_c * d_c, step_f * d_f
+        c_strides, f_strides = tuple(reversed(c_strides)), tuple(f_strides)
+        strides = tuple(cai.get("strides") or c_strides)
+        want = {"C": c_strides, "F": f_strides}.get(slot.layout)
+        if want is not None and strides != want and math.prod(shape) > 1:
+            raise TypeError(f"args[{i}]: the kernel takes a {slot.layout}-contiguous array; got "
+                            f"strides {strides} bytes for shape {shape}")
         nitems = math.prod(shape)
         return [0, 0, nitems, itemsize, cai["data"][0], *shape, *strides]
 
@@ -809,8 +812,9 @@ class PreparedLaunch:
 
     ``prepared(stream)`` launches it (``stream`` a handle int or anything :func:`stream_handle`
     takes); ``prepared.set(i, value)`` replaces argument ``i`` in place (a pointer of a moved
-    buffer, a new alpha), so a repeated launch costs the driver call and little else. Calls are
-    serialised by a lock: the driver copies the words during the launch call.
+    buffer, a new alpha), so a repeated launch costs the driver call and little else. Callers that
+    share one across threads hold ``prepared.lock`` around their ``set`` calls and the launch (the
+    driver copies the words during the launch call, so the lock is free again once it returns).
     """
 
     def __init__(self, direct, func, grid, block, shared_mem, key, plan, args):

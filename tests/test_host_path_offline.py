@@ -340,3 +340,27 @@ def test_prepared_launch_packs_one_buffer_as_the_kernel_parameters_lie():
     assert np.frombuffer(raw[32:40], "<i8")[0] == 0x2000
     ptrs = list(p._params)
     assert ptrs[4] - ctypes.addressof(p._buffer) == 32 and ptrs[-1] - ptrs[0] == 80
+
+
+def test_direct_kernel_checks_an_array_arguments_layout():
+    from numba_tma.launch import DirectKernel
+
+    def kernel():
+        pass
+
+    class Cai:
+        def __init__(self, shape, strides):
+            self.__cuda_array_interface__ = {"shape": shape, "strides": strides,
+                                             "typestr": "<f4", "data": (0x4000, False),
+                                             "version": 3}
+
+    c = DirectKernel(kernel, (types.Array(types.float32, 2, "C"),))
+    f = DirectKernel(kernel, (types.Array(types.float32, 2, "F"),))
+    a = DirectKernel(kernel, (types.Array(types.float32, 2, "A"),))
+    assert c._words([Cai((3, 5), None)])[5:] == [3, 5, 20, 4]
+    assert f._words([Cai((3, 5), (4, 12))])[5:] == [3, 5, 4, 12]
+    assert a._words([Cai((3, 5), (40, 4))])[5:] == [3, 5, 40, 4]        # any strides
+    with pytest.raises(TypeError, match=r"args\[0\]: the kernel takes a C-contiguous array"):
+        c._words([Cai((3, 5), (4, 12))])
+    with pytest.raises(TypeError, match=r"args\[0\]: the kernel takes a F-contiguous array"):
+        f._words([Cai((3, 5), None)])
