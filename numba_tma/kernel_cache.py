@@ -18,7 +18,10 @@ everything that changes the binary:
 
 Where: ``$NUMBA_CACHE_DIR/numba_tma`` when ``NUMBA_CACHE_DIR`` is set, else the platform's user
 cache directory (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS,
-``%LOCALAPPDATA%`` on Windows). ``NUMBA_TMA_DISABLE_CACHE=1`` turns it off.
+``%LOCALAPPDATA%`` on Windows). ``NUMBA_TMA_DISABLE_CACHE=1`` turns it off; :func:`clear` empties
+it. Every edit of numba_tma's sources or upgrade makes new keys, so the directory keeps at most
+``NUMBA_TMA_CACHE_MAX_ENTRIES`` entries (default 2000; a store past it drops the least recently
+used tenth: a load refreshes an entry's time).
 
 Safety: an entry is written to a temporary file and renamed into place (two processes compiling
 the same kernel both write whole entries; the last rename wins). A load checks a magic word, the
@@ -42,7 +45,8 @@ import sys
 import tempfile
 import types as pytypes
 
-__all__ = ["cache_dir", "enabled", "kernel_key", "load", "store", "package_fingerprint"]
+__all__ = ["cache_dir", "enabled", "kernel_key", "load", "store", "package_fingerprint", "clear",
+           "max_entries"]
 
 MAGIC = b"NBTMA\x00c1"
 _SUFFIX = ".nbtma"
@@ -65,6 +69,63 @@ def cache_dir():
         return os.path.expanduser("~/Library/Caches/numba_tma")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return os.path.join(base, "numba_tma")
+
+
+def max_entries():
+    """How many entries the directory keeps (``NUMBA_TMA_CACHE_MAX_ENTRIES``, default 2000)."""
+    try:
+        return max(1, int(os.environ.get("NUMBA_TMA_CACHE_MAX_ENTRIES", "2000")))
+    except ValueError:
+        return 2000
+
+
+def _entries():
+    root = cache_dir()
+    found = []
+    try:
+        subdirs = os.listdir(root)
+    except OSError:
+        return found
+    for sub in subdirs:
+        try:
+            names = os.listdir(os.path.join(root, sub))
+        except OSError:
+            continue
+        found += [os.path.join(root, sub, n) for n in names if n.endswith(_SUFFIX)
+                  and not n.startswith(".tmp-")]
+    return found
+
+
+def clear():
+    """Remove every entry (and leftover temporary file); returns how many entries went."""
+    gone = 0
+    for path in _entries():
+        try:
+            os.unlink(path)
+            gone += 1
+        except OSError:
+            pass
+    return gone
+
+
+def _prune():
+    entries = _entries()
+    limit = max_entries()
+    if len(entries) <= limit:
+        return
+
+    def mtime(path):
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return 0.0
+
+    entries.sort(key=mtime)
+    for path in entries[:len(entries) - limit + max(1, limit // 10)]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _versions():
@@ -228,6 +289,10 @@ def load(key_text):
                 return None
     except (ValueError, UnicodeDecodeError, TypeError, AttributeError):
         return None
+    try:
+        os.utime(path)                  # recently used: the last to be pruned
+    except OSError:
+        pass
     return cubin, header
 
 
@@ -246,6 +311,7 @@ def store(key_text, cubin, link_files=(), **fields):
             with os.fdopen(fd, "wb") as f:
                 f.write(MAGIC + len(head).to_bytes(4, "little") + head + bytes(cubin))
             os.replace(tmp, path)
+            _prune()
         except BaseException:
             try:
                 os.unlink(tmp)

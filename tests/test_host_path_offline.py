@@ -364,3 +364,17 @@ def test_direct_kernel_checks_an_array_arguments_layout():
         c._words([Cai((3, 5), (4, 12))])
     with pytest.raises(TypeError, match=r"args\[0\]: the kernel takes a F-contiguous array"):
         f._words([Cai((3, 5), None)])
+
+
+def test_cache_keeps_at_most_max_entries_least_recently_used_first(cache_root, monkeypatch):
+    monkeypatch.setenv("NUMBA_TMA_CACHE_MAX_ENTRIES", "10")
+    paths = []
+    for i in range(10):
+        paths.append(kernel_cache.store(f"key-{i}", b"c" * 8, entry="k"))
+        os.utime(paths[-1], (1000 + i, 1000 + i))          # stored in order, oldest first
+    assert kernel_cache.load("key-0") is not None           # used again: now the newest
+    kernel_cache.store("key-10", b"c" * 8, entry="k")       # 11 > 10: the oldest tenth goes
+    left = {k for k in (f"key-{i}" for i in range(11)) if kernel_cache.load(k) is not None}
+    assert left == {f"key-{i}" for i in (0, *range(3, 11))}
+    assert kernel_cache.clear() == 9
+    assert kernel_cache.load("key-0") is None
