@@ -408,7 +408,7 @@ __all__ += ["configure"]
 # ---------------------------------------------------------------------------------------------
 # Streams and contexts as the launch paths see them
 
-__all__ += ["stream_handle", "numba_stream", "context_id", "is_capturing"]
+__all__ += ["stream_handle", "numba_stream", "context_id", "context_id_or_none", "is_capturing"]
 
 
 def stream_handle(stream):
@@ -462,6 +462,15 @@ def context_id():
         return int(ident)
     cuda.current_context()                 # no current context yet: numba's primary one
     return int(_check(_cudrv.cuCtxGetId(None), "cuCtxGetId"))
+
+
+def context_id_or_none():
+    """:func:`context_id`, or None where CUDA cannot be used (no driver or GPU): the public ops
+    then take their slow path, whose checks say what is missing."""
+    try:
+        return context_id()
+    except Exception:
+        return None
 
 
 def is_capturing(handle):

@@ -23,7 +23,7 @@ from numba import cuda, types
 from ._arrays import allocate_like, numba_view
 from ._calls import call_stream, operand_key
 from ._device import require_hopper
-from .launch import context_id, is_capturing, stream_handle
+from .launch import context_id, context_id_or_none, is_capturing, stream_handle
 from .kernels import gemm_tma, gemm_wgmma
 from .kernels._descriptors import descriptor_map, retarget
 from .operands import check_device, dtype_name, read_operand
@@ -392,7 +392,8 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
 
     Repeated calls: the launcher of the last operand sets is cached (by CUDA context, addresses,
     shapes, strides, dtypes, ``config`` and whether ``beta`` is 0), so a repeated call skips
-    validation and planning, and its launch may be captured in a CUDA graph
+    validation and planning, and new buffers of a layout already planned reuse the plan (its
+    tensor maps moved to the new addresses); a cached launch may be captured in a CUDA graph
     (``torch.cuda.graph``). A first call on new buffers uploads tensor maps (a synchronous
     copy), which a capture cannot take: it raises RuntimeError inside a capture, so call once
     on the captured buffers before capturing.
@@ -413,8 +414,10 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     ka, kb, ko = operand_key(a), operand_key(b), operand_key(out)
     key = layout_key = None
     known_config = config is None or isinstance(config, _CONFIG_TYPES)   # else: reported below
+    ctx = None
     if ka is not None and kb is not None and ko is not None and known_config:
-        ctx = context_id()
+        ctx = context_id_or_none()
+    if ctx is not None:
         cfg_key = None if config is None else config.key()
         key = (ctx, ka, kb, ko, cfg_key, beta != 0)
         run = _launchers.get(key)
@@ -423,6 +426,7 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
             return out
         layout_key = (ctx, ka[1:], kb[1:], ko[1:], ka[0] % TMA_ALIGN, kb[0] % TMA_ALIGN,
                       ko[0] % TMA_ALIGN, cfg_key, beta != 0)
+    require_hopper("matmul")
     if is_capturing(handle):
         raise RuntimeError("matmul: these operands (addresses, shapes or dtypes) are new, and "
                            "their first call uploads tensor maps, which cannot happen during "
@@ -432,7 +436,6 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     if layout is not None and not layout.overlaps(ka[0], kb[0], ko[0]):
         run = layout.bind(ka[0], kb[0], ko[0])
     else:
-        require_hopper("matmul")
         layout = _Layout(plan_matmul(a, b, out, config), beta != 0)
         run = layout.bind()
         if layout_key is not None:

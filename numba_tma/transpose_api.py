@@ -37,7 +37,7 @@ from ._device import HOPPER_CC
 from .kernels import transpose_sector, transpose_v6, transpose_vec
 from .kernels._grid import device_pointer
 from .ladders import transpose_classic, transpose_tma
-from .launch import context_id, is_capturing, numba_stream
+from .launch import context_id_or_none, is_capturing, numba_stream
 from .operands import check_device, is_c_contiguous, read_operand
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
@@ -166,12 +166,13 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     """
     ks = operand_key(src)
     if ks is not None and not numba_config.ENABLE_CUDASIM:
-        if out is None and len(ks[1]) in (2, 3):
+        if out is None and len(ks[1]) in (2, 3) and _framework_array(src):
             shape = ks[1]
             out = allocate_like(src, (*shape[:-2], shape[-1], shape[-2]))
         ko = None if out is None else operand_key(out)
-        if ko is not None:
-            key = (context_id(), kernel, ks[1:], ko[1:], ks[0] % 128, ko[0] % 128)
+        ctx = None if ko is None else context_id_or_none()
+        if ctx is not None:
+            key = (ctx, kernel, ks[1:], ko[1:], ks[0] % 128, ko[0] % 128)
             hit = _repeats.get(key)
             if hit is not None:
                 s_ptr, o_ptr, n = ks[0], ko[0], hit.nbytes
@@ -185,6 +186,12 @@ def transpose(src, out=None, *, kernel=None, stream=None):
                     return out
             return _transpose(src, out, kernel, stream, key)
     return _transpose(src, out, kernel, stream, None)
+
+
+def _framework_array(x):
+    """Whether ``x`` is a torch tensor or CuPy array: their allocators take any shape at once
+    (numba arrays and other interfaces allocate after the checks, on the slow path)."""
+    return hasattr(x, "new_empty") or type(x).__module__.split(".")[0] == "cupy"
 
 
 def _transpose(src, out, kernel, stream, key):
