@@ -727,15 +727,20 @@ class DirectKernel:
 
     # -- launches ----------------------------------------------------------------------------
 
-    def launch(self, grid, block, stream, *args, shared_mem=0, cluster=None):
+    def _checked(self, grid, block, args, shared_mem, cluster):
+        """(grid, block, cluster key, cluster plan, function) of a launch, after the checks that
+        need no driver (argument count, shapes, cluster plan)."""
         if len(args) != len(self._layout):
             raise TypeError(f"args: the kernel takes {len(self._layout)} arguments, "
                             f"got {len(args)}")
         grid, block = _dim3("grid", grid), _dim3("block", block)
-        plan = key = None
+        key = plan = None
         if cluster is not None:
             key, plan = self._cluster_plan(grid, block, _dim3("cluster", cluster), shared_mem)
-        func = self.function()
+        return grid, block, key, plan, self.function()
+
+    def launch(self, grid, block, stream, *args, shared_mem=0, cluster=None):
+        grid, block, key, plan, func = self._checked(grid, block, args, shared_mem, cluster)
         if not self._native:
             return self._launch_through_numba(grid, block, stream, args, shared_mem, cluster)
         params, keepalive = pack_kernel_args(self._words(args))
@@ -762,14 +767,7 @@ class DirectKernel:
     def prepare(self, grid, block, *args, shared_mem=0, cluster=None):
         """A :class:`PreparedLaunch` of these arguments: packed once, launched by
         ``prepared(stream)``, arguments replaced in place with ``prepared.set(i, value)``."""
-        if len(args) != len(self._layout):
-            raise TypeError(f"args: the kernel takes {len(self._layout)} arguments, "
-                            f"got {len(args)}")
-        grid, block = _dim3("grid", grid), _dim3("block", block)
-        key = plan = None
-        if cluster is not None:
-            key, plan = self._cluster_plan(grid, block, _dim3("cluster", cluster), shared_mem)
-        func = self.function()
+        grid, block, key, plan, func = self._checked(grid, block, args, shared_mem, cluster)
         return PreparedLaunch(self, func, grid, block, shared_mem, key, plan, args)
 
     def _launch_through_numba(self, grid, block, stream, args, shared_mem=0, cluster=None):
