@@ -308,24 +308,34 @@ def _direct(itemsize, row_offset=False):
     return direct, halo
 
 
-def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
-    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
-    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked).
-
-    Any shape: where the tile rows or the batch exceed gridDim.y / gridDim.z (65535), the grid
-    is split into launches (``grid_chunks``): batches by pointer offsets (each launch's
-    buffers are its own matrices), tile rows by the ``tile_y0`` of the kernel's row-offset
-    variant. Shapes within the limits take one launch of the plain kernel, as before."""
+def _launches(src_ptr, out_ptr, B, M, N, itemsize):
+    """(DirectKernel, [(grid, block, args), ...]): one launch where the grid fits, else one per
+    ``grid_chunks`` piece (batches by pointer offsets, each launch's buffers its own matrices;
+    tile rows by the ``tile_y0`` of the kernel's row-offset variant)."""
     trows, cols, threads, _ = TILES[itemsize]
     halo = SECTOR // itemsize - 1
     per = M * N                                  # elements per matrix
     gx, gy = cdiv(N, cols), cdiv(M + halo, trows)
     direct, _ = _direct(itemsize, gy > MAX_GRID_YZ)
+    runs = []
     for y0, ny, z0, nz in grid_chunks(gy, B):
         off = z0 * per * itemsize
         s_ptr, o_ptr, total = src_ptr + off, out_ptr + off, nz * per
-        direct.launch((gx, ny, nz), (threads, 1, 1), stream, (s_ptr, total), (o_ptr, total), M,
-                      N, s_ptr % 128, o_ptr % 128, y0)
+        runs.append(((gx, ny, nz), (threads, 1, 1),
+                     ((s_ptr, total), (o_ptr, total), M, N, s_ptr % 128, o_ptr % 128, y0)))
+    return direct, runs
+
+
+def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
+    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
+    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked).
+
+    Any shape: where the tile rows or the batch exceed gridDim.y / gridDim.z (65535), the grid
+    is split into launches (:func:`_launches`). Shapes within the limits take one launch of
+    the plain kernel, as before."""
+    direct, runs = _launches(src_ptr, out_ptr, B, M, N, itemsize)
+    for grid, block, args in runs:
+        direct.launch(grid, block, stream, *args)
 
 
 #: Argument positions of the src and out pointers in :func:`prepare`'s launch.
@@ -337,12 +347,8 @@ def prepare(src_ptr, out_ptr, B, M, N, itemsize):
     repeat the shape on other buffers (pointers at ``SRC_ARGS``/``OUT_ARGS``, with the same
     offsets within 128 bytes, which are arguments of their own); None where the shape needs
     more than one launch."""
-    trows, cols, threads, _ = TILES[itemsize]
-    halo = SECTOR // itemsize - 1
-    gx, gy = cdiv(N, cols), cdiv(M + halo, trows)
-    if len(grid_chunks(gy, B)) > 1:
+    direct, runs = _launches(src_ptr, out_ptr, B, M, N, itemsize)
+    if len(runs) > 1:
         return None
-    direct, _ = _direct(itemsize)
-    total = B * M * N
-    return direct.prepare((gx, gy, B), (threads, 1, 1), (src_ptr, total), (out_ptr, total), M,
-                          N, src_ptr % 128, out_ptr % 128, 0)
+    grid, block, args = runs[0]
+    return direct.prepare(grid, block, *args)
