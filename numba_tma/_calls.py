@@ -9,9 +9,37 @@ CuPy's current stream, and anything else on the legacy default stream (numba's d
 before it, as a torch op would be.
 """
 
+import collections
+import threading
+
 from .launch import stream_handle
 
-__all__ = ["operand_key", "call_stream"]
+__all__ = ["operand_key", "call_stream", "BoundedCache"]
+
+
+class BoundedCache:
+    """The public ops' launch caches: at most ``size`` entries; a lookup takes no lock (a dict
+    read is atomic under the GIL), an insertion does and drops the oldest entries past ``size``."""
+
+    def __init__(self, size):
+        self.size = size
+        self._entries = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        return self._entries.get(key)
+
+    def put(self, key, value):
+        with self._lock:
+            self._entries[key] = value
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def values(self):
+        return list(self._entries.values())
+
+    def __len__(self):
+        return len(self._entries)
 
 _keyers = {}
 

@@ -19,6 +19,14 @@ def max_dynamic_shared():
     return int(driver.cuDeviceGetAttribute(attr, dev.id))
 
 
+def _check_dynamic_shared(nbytes, static):
+    """ValueError naming ``nbytes`` when it and ``static`` bytes exceed the opt-in limit."""
+    limit = max_dynamic_shared()
+    if nbytes + static > limit:
+        raise ValueError(f"nbytes = {nbytes} of dynamic shared memory plus {static} static is more "
+                         f"than the {limit} bytes a block may use on this device")
+
+
 def reserve_dynamic_shared(kernel, signature, nbytes):
     """Compile ``kernel`` for ``signature`` and allow launches with ``nbytes`` of dynamic shared
     memory, so ``kernel[grid, block, stream, nbytes](...)`` may exceed 48 KB.
@@ -28,13 +36,9 @@ def reserve_dynamic_shared(kernel, signature, nbytes):
     """
     from numba.cuda.cudadrv.driver import binding, driver
 
-    limit = max_dynamic_shared()
     compiled = kernel.compile(signature)
-    static = compiled._codelibrary.get_cufunc().attrs.shared
-    if nbytes + static > limit:
-        raise ValueError(f"nbytes = {nbytes} of dynamic shared memory plus {static} static is more "
-                         f"than the {limit} bytes a block may use on this device")
     cufunc = compiled._codelibrary.get_cufunc()
+    _check_dynamic_shared(nbytes, cufunc.attrs.shared)
     attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cuda.get_current_device().id)
     return compiled
@@ -649,11 +653,7 @@ class DirectKernel:
     def reserve_dynamic_shared(self, nbytes):
         """Allow launches with ``nbytes`` of dynamic shared memory (over 48 KB) in the current
         context; ValueError naming ``nbytes`` above the device's opt-in limit."""
-        limit = max_dynamic_shared()
-        static = self.static_shared_bytes()
-        if nbytes + static > limit:
-            raise ValueError(f"nbytes = {nbytes} of dynamic shared memory plus {static} static "
-                             f"is more than the {limit} bytes a block may use on this device")
+        _check_dynamic_shared(nbytes, self.static_shared_bytes())
         attr = _cudrv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         _check(_cudrv.cuFuncSetAttribute(self.function(), attr, int(nbytes)),
                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
@@ -855,7 +855,6 @@ class PreparedLaunch:
         self._params = (ctypes.c_void_p * max(1, len(self._values)))(
             *[ctypes.addressof(v) for v in self._values])
         self._address = ctypes.addressof(self._params)
-        self._size = size
         self._streams = {}
         self._raw = _raw_launch_kernel() if plan is None else False
         self._raw_args = (int(func),) + tuple(grid) + tuple(block) + (shared_mem,)

@@ -12,16 +12,14 @@ needs every row pitch to be a multiple of 16 bytes (8 half-precision or 4 float3
 16-byte-aligned base addresses.
 """
 
-import collections
 import functools
 import math
-import threading
 
 import numpy as np
 from numba import cuda, types
 
 from ._arrays import allocate_like, numba_view
-from ._calls import call_stream, operand_key
+from ._calls import BoundedCache, call_stream, operand_key
 from ._device import require_hopper
 from .launch import context_id, context_id_or_none, is_capturing, stream_handle
 from .kernels import gemm_tma, gemm_wgmma
@@ -359,20 +357,12 @@ class _Layout:
 #: call skips validation and planning and pays only the keys, the lookup and the driver's launch
 #: (benches/results/host-h100.json).
 LAUNCHER_CACHE_SIZE = 64
-_launchers = collections.OrderedDict()
+_launchers = BoundedCache(LAUNCHER_CACHE_SIZE)
 #: ... and the planned layouts, keyed by the context, the operands' keys without their
 #: addresses, each address modulo 16 (TMA's alignment), config and beta: new buffers of a known
 #: layout get their maps moved, not a new plan.
 LAYOUT_CACHE_SIZE = 64
-_layouts = collections.OrderedDict()
-_launchers_lock = threading.Lock()
-
-
-def _remember(cache, key, value, size):
-    with _launchers_lock:
-        cache[key] = value
-        while len(cache) > size:
-            cache.popitem(last=False)
+_layouts = BoundedCache(LAYOUT_CACHE_SIZE)
 
 
 def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, stream=None):
@@ -439,9 +429,9 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         layout = _Layout(plan_matmul(a, b, out, config), beta != 0)
         run = layout.bind()
         if layout_key is not None:
-            _remember(_layouts, layout_key, layout, LAYOUT_CACHE_SIZE)
+            _layouts.put(layout_key, layout)
     if key is not None:
-        _remember(_launchers, key, run, LAUNCHER_CACHE_SIZE)
+        _launchers.put(key, run)
     run(alpha, beta, handle)
     return out
 

@@ -23,16 +23,14 @@ only patches the two pointers of a launch packed once (host time per call:
 ~8192^2 elements was longer than the kernel.
 """
 
-import collections
 import math
-import threading
 from typing import Any, NamedTuple
 
 from numba import config as numba_config
 from numba import cuda
 
 from ._arrays import allocate_like, numba_view
-from ._calls import call_stream, operand_key
+from ._calls import BoundedCache, call_stream, operand_key
 from ._device import HOPPER_CC
 from .kernels import transpose_sector, transpose_v6, transpose_vec
 from .kernels._grid import device_pointer
@@ -146,8 +144,7 @@ class _Repeat(NamedTuple):
 #: kernels' choice and v8's arguments depend on it): a repeated call checks only that src and
 #: out do not overlap, then patches the two pointers and launches.
 REPEAT_CACHE_SIZE = 64
-_repeats = collections.OrderedDict()
-_repeats_lock = threading.Lock()
+_repeats = BoundedCache(REPEAT_CACHE_SIZE)
 
 
 def transpose(src, out=None, *, kernel=None, stream=None):
@@ -235,10 +232,7 @@ def _transpose(src, out, kernel, stream, key):
         module.launch(s.ptr, o.ptr, B, M, N, s.itemsize, handle)
         return out
     entry = _Repeat(prepared, module.SRC_ARGS, module.OUT_ARGS, B * M * N * s.itemsize)
-    with _repeats_lock:
-        _repeats[key] = entry
-        while len(_repeats) > REPEAT_CACHE_SIZE:
-            _repeats.popitem(last=False)
+    _repeats.put(key, entry)
     prepared(handle)
     return out
 

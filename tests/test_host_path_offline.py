@@ -327,7 +327,7 @@ def test_prepared_launch_packs_one_buffer_as_the_kernel_parameters_lie():
     p = PreparedLaunch(d, 0, (1, 1, 1), (32, 1, 1), 0, None, None,
                        ((0x1000, 16), 7, 0.5, -1.0, 3, 9))
     raw = bytes(p._buffer)
-    assert p._size == 56 + 8 + 4 + 4 + 4 + 4 + 8       # the int64 after the int32 aligns
+    assert ctypes.sizeof(p._buffer) == 56 + 8 + 4 + 4 + 4 + 4 + 8    # int64 after int32 aligns
     assert np.frombuffer(raw[:56], "<i8").tolist() == [0, 0, 16, 8, 0x1000, 16, 8]
     assert np.frombuffer(raw[56:64], "<i8")[0] == 7
     assert np.frombuffer(raw[64:72], "<f4").tolist() == [0.5, -1.0]
