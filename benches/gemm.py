@@ -138,6 +138,7 @@ def kernels(torch):
         "matmul()_f32out": (None, "float32", lambda a, b, out: matmul(a, b, out)),
         # the ladder's rungs, forced
         "wgmma_persistent_c2": (None, None, forced(WgmmaConfig(256, cluster_m=2))),
+        "wgmma_persistent_sk": (None, None, forced(WgmmaConfig(256, stream_k=True))),
         "wgmma_tile_per_block": (None, None, forced(WgmmaConfig(256, stages=4,
                                                                 persistent=False))),
         "mma_sync": (None, None, forced(GemmConfig(128, 256, 4))),

@@ -14,6 +14,7 @@ needs every row pitch to be a multiple of 16 bytes (8 half-precision or 4 float3
 
 import functools
 import math
+import threading
 
 import numpy as np
 from numba import cuda, types
@@ -232,6 +233,11 @@ def _sm_count_of(device_id):            # per device: a process may use several 
 _ARGTYPES = ((types.Array(types.uint64, 1, "C"),) * 3 + (types.int64,) * 5
              + (types.float32,) * 2)
 _ALPHA, _BETA = 8, 9            # their argument positions
+#: A stream-K kernel's (gemm_wgmma.SIGNATURE_STREAM_K): then its workspace of partial tiles, the
+#: blocks' flags, and the split (whole tiles, K slices split).
+_ARGTYPES_STREAM_K = _ARGTYPES + (types.Array(types.float32, 1, "C"),
+                                  types.Array(types.uint32, 1, "C"), types.int64, types.int64)
+_WORKSPACE, _FLAGS = 10, 11
 
 
 @functools.cache
@@ -246,7 +252,8 @@ def _direct(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     kernel = family.gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
     nbytes = family.smem_bytes(cfg, 4 if out_kind == "f32" else 2)
     key = ("matmul", cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
-    return DirectKernel(kernel, _ARGTYPES, key=key), nbytes
+    argtypes = _ARGTYPES_STREAM_K if getattr(cfg, "stream_k", False) else _ARGTYPES
+    return DirectKernel(kernel, argtypes, key=key), nbytes
 
 
 @functools.cache
@@ -255,6 +262,35 @@ def _ready(variant, ctx):
     direct, nbytes = _direct(*variant)
     direct.reserve_dynamic_shared(nbytes)
     return direct, nbytes
+
+
+_workspaces = {}
+_workspaces_lock = threading.Lock()
+
+
+def _stream_k_workspace(ctx, handle):
+    """``(workspace, flags)`` of stream-K launches on stream ``handle`` in context ``ctx``: one
+    partial tile (128 x 256 fp32) and one flag per SM, the flags zeroed once (each launch
+    lowers every flag it raised). One per stream, since launches on two streams may run at
+    once; allocated on the stream's first stream-K launch, which a graph capture cannot hold."""
+    key = (ctx, handle)
+    got = _workspaces.get(key)
+    if got is None:
+        with _workspaces_lock:
+            got = _workspaces.get(key)
+            if got is None:
+                if is_capturing(handle):
+                    raise RuntimeError(
+                        "matmul: a stream-K config needs a workspace for this stream, and "
+                        "allocating it cannot happen during CUDA graph capture; call matmul "
+                        "with this config once on the capturing stream before capturing, or "
+                        "use a config without stream_k")
+                blocks = _sm_count()
+                ws = cuda.device_array(gemm_wgmma.workspace_floats(_WGMMA_CONFIGS[256], blocks),
+                                       np.float32)
+                flags = cuda.to_device(np.zeros(blocks, np.uint32))
+                got = _workspaces[key] = (ws, flags)
+    return got
 
 
 @functools.cache
@@ -315,6 +351,12 @@ class _Layout:
             grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
         self.grid, self.block = (grid, 1, 1), (cfg.threads, 1, 1)
         self.cluster = None if cfg.cluster_m == 1 else (cfg.cluster_m, 1, 1)
+        self.ctx = ctx
+        self.stream_k = None
+        if wgmma_path and cfg.stream_k:
+            tiles = self.sizes[3] * self.sizes[4]
+            # (dp_units, sk_iters); no workspace is touched where nothing is split
+            self.stream_k = gemm_wgmma.stream_k_split(tiles, grid, math.ceil(plan.k / 64))
 
     def overlaps(self, a_ptr, b_ptr, out_ptr):
         """Whether out at ``out_ptr`` would overlap a or b (then the full check reports it)."""
@@ -337,17 +379,28 @@ class _Layout:
             else:
                 maps.append(tmap.device_array)
         words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
+        split = ()
+        if self.stream_k is not None:       # the workspace's addresses are set per stream
+            split = ((0, gemm_wgmma.workspace_floats(_WGMMA_CONFIGS[256], self.grid[0])),
+                     (0, self.grid[0]), *self.stream_k)
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
-                                       shared_mem=self.nbytes, cluster=self.cluster)
-        lock, set_arg = prepared.lock, prepared.set
-        last = [1.0, 0.0]                          # alpha and beta as packed
+                                       *split, shared_mem=self.nbytes, cluster=self.cluster)
+        lock, set_arg, set_pointer = prepared.lock, prepared.set, prepared.set_pointer
+        last = [1.0, 0.0, None]                    # alpha, beta and the stream as packed
+        workspace = self.stream_k is not None and self.stream_k[1] > 0
+        ctx = self.ctx
 
         def run(alpha, beta, stream, maps=maps):   # maps held: the kernel reads these copies
             with lock:
                 if alpha != last[0] or beta != last[1]:
                     set_arg(_ALPHA, alpha)
                     set_arg(_BETA, beta)
-                    last[:] = alpha, beta
+                    last[:2] = alpha, beta
+                if workspace and stream != last[2]:
+                    ws, flags = _stream_k_workspace(ctx, stream)
+                    set_pointer(_WORKSPACE, ws.__cuda_array_interface__["data"][0])
+                    set_pointer(_FLAGS, flags.__cuda_array_interface__["data"][0])
+                    last[2] = stream
                 prepared(stream)
         return run
 
@@ -466,8 +519,8 @@ def matmul_kernels():
 
     Each launcher returns ``out`` (allocated when None) and has a ``kind``: ``"shipped"`` (in
     :mod:`numba_tma.kernels`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile, the
-    persistent kernel ``matmul()`` runs, and its 2-CTA cluster form, and the ``mma.sync``
-    ``GemmConfig`` rung; each validates like ``matmul()``) or ``"ladder"`` (in
+    persistent kernel ``matmul()`` runs, its 2-CTA cluster form and its stream-K form, and the
+    ``mma.sync`` ``GemmConfig`` rung; each validates like ``matmul()``) or ``"ladder"`` (in
     :mod:`numba_tma.ladders`: seed 004's SIMT fp32 GEMM, float32 operands only, and seed 002's
     one-warp rungs, 16 x 16 float16 operands only; each checks its own operands); its
     ``module`` names the module the kernel lives in.
@@ -492,6 +545,7 @@ def matmul_kernels():
         "wgmma_tile_per_block": forced(gemm_wgmma.WgmmaConfig(persistent=False)),
         "wgmma_persistent": forced(gemm_wgmma.WgmmaConfig()),
         "wgmma_persistent_c2": forced(gemm_wgmma.WgmmaConfig(cluster_m=2)),
+        "wgmma_persistent_sk": forced(gemm_wgmma.WgmmaConfig(stream_k=True)),
         "mma_sync": forced(gemm_tma.GemmConfig()),
         "simt_fp32": seed(simt_gemm.simt_gemm),
         **{f"warp16_{rung}": seed(fn) for rung, fn in warp_gemm.LADDER.items()},

@@ -146,7 +146,9 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
               (True, True, "f16", "f16", False, 256, {"cluster_m": 2}),
               (False, True, "bf16", "bf16", True, 128, {"cluster_m": 2, "stages": 5}),
               (True, True, "f16", "f16", True, 256, {"persistent": False}),
-              (False, False, "bf16", "f32", False, 128, {"persistent": False})]
+              (False, False, "bf16", "f32", False, 128, {"persistent": False}),
+              (True, True, "f16", "f16", False, 256, {"stream_k": True}),
+              (False, True, "bf16", "f32", True, 128, {"stream_k": True})]
 
 
 @offline
@@ -154,7 +156,7 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
 def test_gemm_sass(case):
     *args, bn, kw = case
     cfg = gemm_wgmma.WgmmaConfig(bn, **kw)
-    kb = compile_kernel(gemm_wgmma.gemm_kernel(cfg.key(), *args), gemm_wgmma.SIGNATURE)
+    kb = compile_kernel(gemm_wgmma.gemm_kernel(cfg.key(), *args), gemm_wgmma.signature(cfg))
     check_clean(kb)
     assert wgmma.check_wgmma_link_log(kb.info_log) == []
     assert kb.registers == 168                           # 65536 / 384, rounded down to 8
@@ -165,6 +167,10 @@ def test_gemm_sass(case):
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
     assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m == 2)
+    # Stream-K's fixup: the partial's flag raised (EXCH) and lowered by its finalizer (CAS),
+    # behind gpu-scope fences; nothing of it in the other kernels.
+    for op in ("ATOMG.E.EXCH.STRONG.GPU", "ATOMG.E.CAS.STRONG.GPU", "MEMBAR.SC.GPU"):
+        assert kb.has(op) == cfg.stream_k, op
 
 
 def test_config_errors():
@@ -176,6 +182,15 @@ def test_config_errors():
         gemm_wgmma.WgmmaConfig(256, persistent=False, cluster_m=2)
     with pytest.raises(ValueError, match="bn = 128 or 256"):
         gemm_wgmma.WgmmaConfig(192, cluster_m=2)
+    for bad in (dict(cluster_m=2), dict(persistent=False, stages=4)):
+        with pytest.raises(ValueError, match="stream_k = True needs persistent=True and "
+                                             "cluster_m = 1"):
+            gemm_wgmma.WgmmaConfig(256, stream_k=True, **bad)
+    sk = gemm_wgmma.WgmmaConfig(256, stream_k=True)
+    assert sk.key() != gemm_wgmma.WgmmaConfig(256).key() and "stream_k=True" in repr(sk)
+    assert gemm_wgmma.WgmmaConfig(*sk.key()[1:]).key() == sk.key()
+    assert gemm_wgmma.signature(sk) == gemm_wgmma.SIGNATURE_STREAM_K
+    assert gemm_wgmma.workspace_floats(sk, 132) == 132 * 256 * 128
     with pytest.raises(ValueError, match="resident"):
         gemm_wgmma.grid_size(1000, 1000, gemm_wgmma.WgmmaConfig(256))
     cfg = gemm_wgmma.WgmmaConfig(256, cluster_m=2)
@@ -233,3 +248,55 @@ def test_choose_config(monkeypatch):
                                     ((1, 8, 8), (), 64, 1)):
         cfg = mm.choose_config(m, n, k, rows)
         assert (cfg.bn, cfg.cluster_m) == (bn, cm) and cfg.persistent, ((m, n, k), cfg)
+
+
+def test_stream_k_split():
+    split = gemm_wgmma.stream_k_split
+    assert split(512, 132, 64) == (396, 116 * 64)           # 4096^3 at 128 x 256: 3.88 waves
+    assert split(2048, 132, 128) == (1980, 68 * 128)        # 8192^3: 15.5 waves
+    assert split(264, 132, 64) == (264, 0)                  # whole waves: nothing to split
+    assert split(100, 132, 64) == (100, 0)                  # under one wave
+    assert split(133, 132, 64) == (133, 0)                  # 1 tile x 64 slices < 4 per block
+    assert split(133, 132, 600) == (132, 600)
+    assert split(133, 132, 2 ** 26) == (133, 0)             # blocks * slices past 32 bits
+
+
+@pytest.mark.parametrize("blocks, tiles, num_k", [(132, 512, 64), (132, 2048, 128),
+                                                  (132, 134, 300), (7, 30, 20), (132, 144, 46),
+                                                  (114, 300, 33), (5, 9, 6)])
+def test_stream_k_schedule_covers_each_slice_once(blocks, tiles, num_k):
+    """The model of the kernel's stream-K walk: every K slice of every split tile is computed
+    by exactly one block; each tile has one finalizer, the segment at its slice 0, which is
+    the last of its block's segments; every other segment of the tile is the first of a
+    higher block, and those blocks are exactly the ones the finalizer's loop waits on (block
+    ``p`` after the finalizer while ``p``'s share starts before the tile's end)."""
+    dp, w = gemm_wgmma.stream_k_split(tiles, blocks, num_k)
+    assert w > 0 and dp % blocks == 0 and (tiles - dp) * num_k == w
+    plan = gemm_wgmma.stream_k_schedule(blocks, dp, w, num_k)
+    covered = {}
+    for b, segs in enumerate(plan):
+        assert segs, "every block gets slices"
+        for j, (tile, k0, k1, role) in enumerate(segs):
+            assert dp <= tile < tiles and 0 <= k0 < k1 <= num_k
+            assert (role == "final") == (k0 == 0)
+            if role == "partial":
+                assert j == 0, "only a block's first segment can start inside a tile"
+            for kt in range(k0, k1):
+                assert (tile, kt) not in covered
+                covered[(tile, kt)] = (b, role)
+    assert len(covered) == w
+    start = [b * w // blocks for b in range(blocks)]
+    for tile in range(dp, tiles):
+        owners = sorted({b for (t, _), (b, _) in covered.items() if t == tile})
+        final = covered[(tile, 0)][0]
+        assert owners[0] == final and plan[final][-1][:2] == (tile, 0)
+        t_end = (tile - dp + 1) * num_k
+        waited = []
+        if plan[final][-1][2] < num_k:
+            p = final + 1
+            while p < blocks and start[p] < t_end:
+                waited.append(p)
+                p += 1
+        assert waited == owners[1:]
+        for p in waited:
+            assert plan[p][0][0] == tile and plan[p][0][3] == "partial"

@@ -15,6 +15,13 @@ probe ``wgmma_probe``):
 3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. On aligned rows it costs a little
    (686 / 717); where a stored row is not a multiple of 128 bytes it pays: 4095 x 4104 x 4096 556
    against 534, 3000 x 5000 x 2000 534 against 482, so ``matmul()`` picks it there.
+4. ``WgmmaConfig(stream_k=True)``: the persistent rung with the last, part-filled wave's tiles
+   split along K evenly over every block (``_persistent_kernel``). Aimed at wave quantization:
+   128 x 256 tiles fill 3.88 waves of 132 SMs at 4096^3 and 15.5 at 8192^3, so every block
+   waits for the last wave's tiles. Compiled and checked offline (0 stack bytes, its schedule
+   model in ``stream_k_schedule``) but not yet run on the H100: ``matmul()`` does not choose
+   it until ``tests/gpu/test_gemm_stream_k.py`` passes there and ``benches/gemm.py``
+   (``wgmma_persistent_sk``) shows it pays.
 
 * One block computes a ``BM x BN`` tile (``BM = 128``: two consumer warpgroups of 64 rows;
   ``BN`` 128 or 256, one ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator
@@ -50,7 +57,8 @@ from .. import barrier, cluster, fence, intmath, mbarrier, smem, tma, warp, wgmm
 from ._gemm_slices import ATOM, ATOM_BYTES, BK, SPAN, slice_loader
 
 __all__ = ["WgmmaConfig", "DEFAULT_CONFIG", "gemm_kernel", "smem_bytes", "grid_size",
-           "SIGNATURE", "THREADS"]
+           "SIGNATURE", "SIGNATURE_STREAM_K", "signature", "stream_k_split", "workspace_floats",
+           "THREADS"]
 
 BM = 128                     # two consumer warpgroups x 64 rows
 WG_ROWS = 64                 # rows of C per consumer warpgroup (the m64 of wgmma)
@@ -65,6 +73,11 @@ MAX_DYNAMIC_SMEM = 227 * 1024
 
 SIGNATURE = ("void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64, int64, int64, "
              "float32, float32)")
+#: A stream-K kernel's parameters: SIGNATURE's, then the workspace of partial tiles (float32),
+#: one flag per block, the tiles the blocks take whole (``dp_units``) and the K slices split
+#: evenly over the blocks after them (``sk_iters``); see :func:`stream_k_split`.
+SIGNATURE_STREAM_K = SIGNATURE[:-1] + ", float32[::1], uint32[::1], int64, int64)"
+CONSUMER_THREADS = CONSUMER_WARPS * 32
 
 
 class WgmmaConfig:
@@ -72,11 +85,14 @@ class WgmmaConfig:
     ``group_m`` tile rows per raster group; ``persistent``: one block per SM walks the tiles,
     its epilogue overlapping the next tile's loads (else one block per tile, the first rung);
     ``cluster_m`` (persistent only): 2 makes CTA pairs along M share B, each loading half of
-    every B slice and multicasting it to both."""
+    every B slice and multicasting it to both; ``stream_k`` (persistent, ``cluster_m = 1``):
+    the tiles of the last, partly filled wave are split along K evenly over every block (see
+    :func:`_persistent_kernel`), which takes a workspace (:func:`workspace_floats`)."""
 
-    __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m")
+    __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k")
 
-    def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1):
+    def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
+                 stream_k=False):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -92,8 +108,12 @@ class WgmmaConfig:
         if bn % (ATOM * cluster_m):
             raise ValueError(f"cluster_m = {cluster_m} splits B's {bn} columns into "
                              f"{cluster_m} parts of whole 64-column boxes: bn = 128 or 256")
+        if stream_k and (not persistent or cluster_m != 1):
+            raise ValueError(f"stream_k = True needs persistent=True and cluster_m = 1; got "
+                             f"persistent={persistent}, cluster_m={cluster_m}")
         self.bn, self.stages, self.group_m = bn, stages, group_m
         self.persistent, self.cluster_m = bool(persistent), cluster_m
+        self.stream_k = bool(stream_k)
         need = smem_bytes(self, 4)
         if need > MAX_DYNAMIC_SMEM:
             raise ValueError(f"{self!r} needs {need} bytes of shared memory; a block may have "
@@ -103,11 +123,13 @@ class WgmmaConfig:
     threads = THREADS
 
     def key(self):
-        return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m)
+        return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
+                self.stream_k)
 
     def __repr__(self):
+        sk = ", stream_k=True" if self.stream_k else ""
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
-                f"persistent={self.persistent}, cluster_m={self.cluster_m})")
+                f"persistent={self.persistent}, cluster_m={self.cluster_m}{sk})")
 
 
 def smem_bytes(cfg, out_itemsize):
@@ -232,9 +254,9 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
     ``b_kmajor``: B is stored N x K row-major (else K x N). ``in_kind`` "f16"/"bf16";
     ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA)."""
-    _, BN, S, group_m, persistent, CM = cfg_key
+    _, BN, S, group_m, persistent, CM, SK = cfg_key
     if persistent:
-        return _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind,
+        return _persistent_kernel(BN, S, group_m, CM, SK, a_kmajor, b_kmajor, in_kind, out_kind,
                                   has_beta)
     LOG_S = S.bit_length() - 1
     P = _pieces(BN, group_m, 1, a_kmajor, b_kmajor, in_kind)
@@ -356,7 +378,56 @@ def c_box(out_kind):
     return (SLAB_ROWS, 64 if out_kind != "f32" else 32)
 
 
-def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
+def signature(cfg):
+    """The kernel parameters of ``cfg``'s kernels: SIGNATURE, or SIGNATURE_STREAM_K."""
+    return SIGNATURE_STREAM_K if cfg.stream_k else SIGNATURE
+
+
+#: A stream-K split pays only where each block gets at least this many K slices of the tail.
+MIN_STREAM_K_SLICES = 4
+
+
+def stream_k_split(tiles, blocks, num_k):
+    """``(dp_units, sk_iters)`` of a stream-K launch of ``blocks`` persistent blocks over
+    ``tiles`` tiles of ``num_k`` K slices: the first ``dp_units`` tiles are taken whole (the
+    same number by every block), the K slices of the rest, ``sk_iters`` of them, are split
+    evenly over the blocks. No split (``(tiles, 0)``) where the tiles fill whole waves, where
+    there is less than one wave, where a block would get fewer than ``MIN_STREAM_K_SLICES``
+    slices, or where ``blocks * sk_iters`` would not fit the kernel's 32-bit division."""
+    tail = tiles % blocks if tiles > blocks else 0
+    sk_iters = tail * num_k
+    if tail == 0 or sk_iters < MIN_STREAM_K_SLICES * blocks or blocks * sk_iters >= 2 ** 32:
+        return tiles, 0
+    return tiles - tail, sk_iters
+
+
+def stream_k_schedule(blocks, dp_units, sk_iters, num_k):
+    """The stream-K part of each block's work as the kernel walks it, a model for tests and
+    readers: ``[[(tile, k0, k1, role), ...] per block]``, ``role`` "final" for the segment that
+    starts its tile (it adds the others' partials and stores C) or "partial" (stored in the
+    block's workspace slot and flagged). Block ``b`` takes slices ``[b W / G, (b + 1) W / G)``
+    of the ``W = sk_iters`` slices after the whole tiles (tile ``dp_units + t`` holds slices
+    ``[t num_k, (t + 1) num_k)``)."""
+    plan = []
+    for b in range(blocks):
+        it, hi = b * sk_iters // blocks, (b + 1) * sk_iters // blocks
+        segs = []
+        while it < hi:
+            t = it // num_k
+            k0 = it - t * num_k
+            k1 = min(num_k, k0 + hi - it)
+            segs.append((dp_units + t, k0, k1, "final" if k0 == 0 else "partial"))
+            it += k1 - k0
+        plan.append(segs)
+    return plan
+
+
+def workspace_floats(cfg, blocks):
+    """float32 elements of a stream-K launch's workspace: one partial tile per block."""
+    return blocks * CONSUMER_THREADS * (cfg.bn // 2)
+
+
+def _persistent_kernel(BN, S, group_m, CM, SK, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The persistent rung (``WgmmaConfig(persistent=True)``): one block per SM (``CM`` = 2:
     one cluster per SM pair) walks its tiles; the producer runs ahead across tile boundaries,
     so the next tile's first slots load while the consumers' epilogue stores this one.
@@ -367,7 +438,19 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
     (not the ring, which the producer is refilling), alternating them so one box is written
     while the other's TMA store still reads it. With ``CM = 2`` CTA ``r`` of a cluster loads
     rows ``[r, r + 1) * BN / 2`` of every B slice and multicasts them to both CTAs; a slot's
-    ``empty`` barrier then counts the consumer warps of both CTAs."""
+    ``empty`` barrier then counts the consumer warps of both CTAs.
+
+    Stream-K (``SK``): where the tiles do not fill whole waves, the last wave's tiles would
+    leave SMs idle. Every block first takes ``dp_units`` tiles whole (the same number each),
+    then an even share of the remaining tiles' K slices (:func:`stream_k_schedule`): a share
+    that starts inside a tile stops at the tile's end or earlier, and its accumulators go to
+    the block's workspace slot (fragment order: element ``i`` of consumer thread ``t`` at
+    ``i * 256 + t``, coalesced) and its flag is raised; the block whose share holds a tile's
+    first slice finishes that tile last (its share ends there), adds the partials of the
+    following blocks whose shares start inside the tile (waiting on their flags, which it
+    lowers again for the next launch), and stores C. Every block of a persistent launch is
+    resident, and a block waits only on higher-numbered blocks' first segments, which wait
+    on nobody: no deadlock."""
     P = _pieces(BN, group_m, CM, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
     STAGE_BYTES = P.STAGE_BYTES
@@ -378,6 +461,9 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
     OUT16 = out_kind != "f32"
     C_COLS = 64 if OUT16 else 32
     C_BOXES = BN // C_COLS
+    CT = CONSUMER_THREADS
+    PART = CT * NACC                            # workspace floats of one block's partial tile
+    FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
     write_box = _box_writer(out_kind, has_beta)
 
@@ -389,8 +475,92 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
             for r in range(CM):
                 cluster.mbarrier_arrive_cta(bar, r)
 
-    @cuda.jit(launch_bounds=(THREADS, 1))
-    def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
+    @cuda.jit(device=True, inline="always")
+    def load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes):
+        # Producer: K slices kt0..kt1 of one tile into the ring; returns the ring position.
+        for kt in range(kt0, kt1):
+            if passes > 0:
+                mbarrier.wait(empty[s:], (passes - 1) & 1)
+            issue_slot(a_map, b_map, tiles, full[s:], s * STAGE_BYTES, kt, row0, col0, rank)
+            s += 1
+            if s == S:
+                s = 0
+                passes += 1
+        return s, passes
+
+    @cuda.jit(device=True, inline="always")
+    def mma_tile(acc, tiles, full, empty, c, lane, kt0, kt1, s, passes):
+        # Consumer: acc = the product over K slices kt0..kt1 (zeros when there are none);
+        # each slot is given back once the wgmma group reading it has retired. Returns the
+        # ring position.
+        for i in range(NACC):
+            acc[i] = 0.0
+        wgmma.fence_operand(acc, NACC)
+        prev = 0
+        for kt in range(kt0, kt1):
+            mbarrier.wait(full[s:], passes & 1)
+            mma_slot(acc, tiles, s, c)
+            # The group of the previous slot is done: give that slot back.
+            if kt > kt0 and lane == 0:
+                release(empty[prev:])
+            prev = s
+            s += 1
+            if s == S:
+                s = 0
+                passes += 1
+        wgmma.wait_group(0)
+        wgmma.fence_operand(acc, NACC)
+        if kt1 > kt0 and lane == 0:
+            release(empty[prev:])
+        return s, passes
+
+    @cuda.jit(device=True, inline="always")
+    def store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n, alpha,
+                   beta, words, old, boxes, loads):
+        # Epilogue, warp by warp: 16 rows x BN, box by box through the warp's two staging
+        # boxes (the producer is already loading the next tile's slots). Returns the counts
+        # of boxes staged (buffer parity) and of C boxes loaded for beta (cbar parity).
+        crow = row0 + cw * SLAB_ROWS
+        for j in range(C_BOXES):
+            ccol = col0 + j * C_COLS
+            inside = crow < m and ccol < n
+            off = stage + (boxes & 1) * C_BOX_BYTES
+            boxes += 1
+            if lane == 0:
+                tma.wait_group_read(1)      # this buffer's last store has read it
+            cuda.syncwarp()
+            if has_beta and inside:
+                if lane == 0:
+                    mbarrier.arrive_expect_tx(cbar[cw:], C_BOX_BYTES)
+                    tma.load(dyn8[off:], c_map, (crow, ccol), cbar[cw:])
+                mbarrier.wait(cbar[cw:], loads & 1)
+                loads += 1
+            write_box(acc, dyn8, dynf, 0, off, j, lane, alpha, beta, words, old)
+            fence.proxy_async_shared()
+            cuda.syncwarp()
+            if lane == 0:
+                if inside:
+                    tma.store(c_map, (crow, ccol), dyn8[off:])
+                tma.commit_group()          # (empty when outside: keeps the count)
+        return boxes, loads
+
+    @cuda.jit(device=True, inline="always")
+    def sk_first(b, sk_iters, blocks):
+        # First stream-K slice of block b (of blocks): b * W // G in 32 bits (the host keeps
+        # blocks * W below 2^32).
+        return np.int64(intmath.div_u32(b * sk_iters, blocks))
+
+    @cuda.jit(device=True, inline="always")
+    def sk_segment(it, hi, num_k):
+        # The tile (counted from the first split one) of slice it, and the K slices k0..k1 of
+        # it that the share [it, hi) covers.
+        t = np.int64(intmath.div_u32(it, num_k))
+        k0 = it - t * num_k
+        return t, k0, min(num_k, k0 + hi - it)
+
+    @cuda.jit(device=True, inline="always")
+    def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
+             dp_units, sk_iters):
         dyn64 = cuda.shared.array(0, np.uint64)
         dyn8 = cuda.shared.array(0, np.uint8)
         dynf = cuda.shared.array(0, np.float32)
@@ -408,8 +578,9 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
             rank = cluster.cta_rank()
             cid = cid // CM
             nclusters = nclusters // CM
-        units = (tiles_m + CM - 1) // CM * tiles_n
         num_k = (k + BK - 1) // BK
+        if not SK:
+            dp_units = (tiles_m + CM - 1) // CM * tiles_n
 
         if tid == 0:
             for s in range(S):
@@ -430,23 +601,26 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
                 s = 0
                 passes = 0
                 unit = cid
-                while unit < units:     # (a range with a run-time step divides in 64 bits)
+                while unit < dp_units:  # (a range with a run-time step divides in 64 bits)
                     row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
                     unit += nclusters
-                    for kt in range(num_k):
-                        if passes > 0:
-                            mbarrier.wait(empty[s:], (passes - 1) & 1)
-                        issue_slot(a_map, b_map, tiles, full[s:], s * STAGE_BYTES, kt, row0,
-                                   col0, rank)
-                        s += 1
-                        if s == S:
-                            s = 0
-                            passes += 1
+                    s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank,
+                                          0, num_k, s, passes)
+                if SK:
+                    it = sk_first(cid, sk_iters, nclusters)
+                    hi = sk_first(cid + 1, sk_iters, nclusters)
+                    while it < hi:
+                        t, k0, k1 = sk_segment(it, hi, num_k)
+                        row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
+                        s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,
+                                              rank, k0, k1, s, passes)
+                        it += k1 - k0
         else:
             wgmma.setmaxnreg_inc(CONSUMER_REGS)
             c = wg - 1
             lane = tid & 31
-            cw = (tid >> 5) - 4                     # consumer warp 0..7: 16 rows of C each
+            ct = tid - 128                          # consumer thread 0..255
+            cw = ct >> 5                            # consumer warp 0..7: 16 rows of C each
             stage = first + RING_BYTES + cw * (2 * C_BOX_BYTES)
             acc = cuda.local.array(NACC, np.float32)
             words = cuda.local.array(4, np.uint32)
@@ -456,57 +630,63 @@ def _persistent_kernel(BN, S, group_m, CM, a_kmajor, b_kmajor, in_kind, out_kind
             boxes = 0                               # boxes this warp has staged (buffer parity)
             loads = 0                               # C boxes loaded for beta (cbar parity)
             unit = cid
-            while unit < units:
+            while unit < dp_units:
                 row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
                 unit += nclusters
-                for i in range(NACC):
-                    acc[i] = 0.0
-                wgmma.fence_operand(acc, NACC)
-                prev = 0
-                for kt in range(num_k):
-                    mbarrier.wait(full[s:], passes & 1)
-                    mma_slot(acc, tiles, s, c)
-                    # The group of the previous slot is done: give that slot back.
-                    if kt > 0 and lane == 0:
-                        release(empty[prev:])
-                    prev = s
-                    s += 1
-                    if s == S:
-                        s = 0
-                        passes += 1
-                wgmma.wait_group(0)
-                wgmma.fence_operand(acc, NACC)
-                if num_k > 0 and lane == 0:
-                    release(empty[prev:])
-
-                # Epilogue, warp by warp: 16 rows x BN, box by box through the warp's two
-                # staging boxes (the producer is already loading the next tile's slots).
-                crow = row0 + cw * SLAB_ROWS
-                for j in range(C_BOXES):
-                    ccol = col0 + j * C_COLS
-                    inside = crow < m and ccol < n
-                    off = stage + (boxes & 1) * C_BOX_BYTES
-                    boxes += 1
-                    if lane == 0:
-                        tma.wait_group_read(1)      # this buffer's last store has read it
-                    cuda.syncwarp()
-                    if has_beta and inside:
-                        if lane == 0:
-                            mbarrier.arrive_expect_tx(cbar[cw:], C_BOX_BYTES)
-                            tma.load(dyn8[off:], c_map, (crow, ccol), cbar[cw:])
-                        mbarrier.wait(cbar[cw:], loads & 1)
-                        loads += 1
-                    write_box(acc, dyn8, dynf, 0, off, j, lane, alpha, beta, words, old)
-                    fence.proxy_async_shared()
-                    cuda.syncwarp()
-                    if lane == 0:
-                        if inside:
-                            tma.store(c_map, (crow, ccol), dyn8[off:])
-                        tma.commit_group()          # (empty when outside: keeps the count)
+                s, passes = mma_tile(acc, tiles, full, empty, c, lane, 0, num_k, s, passes)
+                boxes, loads = store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
+                                          col0, m, n, alpha, beta, words, old, boxes, loads)
+            if SK:
+                it = sk_first(cid, sk_iters, nclusters)
+                hi = sk_first(cid + 1, sk_iters, nclusters)
+                while it < hi:
+                    t, k0, k1 = sk_segment(it, hi, num_k)
+                    s, passes = mma_tile(acc, tiles, full, empty, c, lane, k0, k1, s, passes)
+                    if k0 == 0:
+                        # This block finishes the tile: add the partials of the blocks whose
+                        # shares start inside it, then store C.
+                        t_end = (t + 1) * num_k
+                        p = cid + 1
+                        while k1 < num_k and p < nclusters and \
+                                sk_first(p, sk_iters, nclusters) < t_end:
+                            if ct == 0:
+                                while cuda.atomic.cas(flags, p, 1, 0) != 1:
+                                    pass
+                                cuda.threadfence()
+                            cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
+                            barrier.sync(FIXUP_BARRIER, CT)
+                            for i in range(NACC):
+                                acc[i] += ws[p * PART + i * CT + ct]
+                            p += 1
+                        wgmma.fence_operand(acc, NACC)
+                        row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
+                        boxes, loads = store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw,
+                                                  lane, row0, col0, m, n, alpha, beta, words,
+                                                  old, boxes, loads)
+                    else:
+                        # A partial (this share starts inside the tile): to the block's slot.
+                        for i in range(NACC):
+                            ws[cid * PART + i * CT + ct] = acc[i]
+                        cuda.threadfence()
+                        barrier.sync(FIXUP_BARRIER, CT)
+                        if ct == 0:
+                            cuda.atomic.exch(flags, cid, 1)
+                    it += k1 - k0
             if lane == 0:
                 tma.wait_group_read(0)
         if CM > 1:
             cluster.sync()          # no peer may still arrive on this CTA's barriers
         # (The block stays resident until its bulk stores have read their sources.)
+
+    if SK:
+        @cuda.jit(launch_bounds=(THREADS, 1))
+        def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
+                 dp_units, sk_iters):
+            body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
+                 dp_units, sk_iters)
+    else:
+        @cuda.jit(launch_bounds=(THREADS, 1))
+        def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
+            body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, None, None, 0, 0)
 
     return gemm
