@@ -148,7 +148,11 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
               (True, True, "f16", "f16", True, 256, {"persistent": False}),
               (False, False, "bf16", "f32", False, 128, {"persistent": False}),
               (True, True, "f16", "f16", False, 256, {"stream_k": True}),
-              (False, True, "bf16", "f32", True, 128, {"stream_k": True})]
+              (False, True, "bf16", "f32", True, 128, {"stream_k": True}),
+              # 8 f32 boxes with beta's loads: one loop over them kept its accumulator index
+              # dynamic and put the 128 accumulators in local memory (512 stack bytes)
+              (True, False, "bf16", "f32", True, 256, {}),
+              (True, True, "f16", "f16", True, 256, {"c_buffers": 4})]
 
 
 @offline
@@ -191,6 +195,15 @@ def test_config_errors():
     assert gemm_wgmma.WgmmaConfig(*sk.key()[1:]).key() == sk.key()
     assert gemm_wgmma.signature(sk) == gemm_wgmma.SIGNATURE_STREAM_K
     assert gemm_wgmma.workspace_floats(sk, 132) == 132 * 256 * 128
+    for bad in (dict(c_buffers=3), dict(c_buffers=4, persistent=False, stages=4)):
+        with pytest.raises(ValueError, match="c_buffers = "):
+            gemm_wgmma.WgmmaConfig(256, **bad)
+    with pytest.raises(ValueError, match="shared memory"):          # 4 x 48 + 64 KiB
+        gemm_wgmma.WgmmaConfig(256, stages=4, c_buffers=4)
+    cb4 = gemm_wgmma.WgmmaConfig(256, c_buffers=4)
+    assert "c_buffers=4" in repr(cb4) and gemm_wgmma.WgmmaConfig(*cb4.key()[1:]).key() == cb4.key()
+    assert (gemm_wgmma.smem_bytes(cb4, 2) - gemm_wgmma.smem_bytes(gemm_wgmma.DEFAULT_CONFIG, 2)
+            == 8 * 2 * gemm_wgmma.C_BOX_BYTES)
     with pytest.raises(ValueError, match="resident"):
         gemm_wgmma.grid_size(1000, 1000, gemm_wgmma.WgmmaConfig(256))
     cfg = gemm_wgmma.WgmmaConfig(256, cluster_m=2)

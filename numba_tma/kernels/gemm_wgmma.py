@@ -87,12 +87,14 @@ class WgmmaConfig:
     ``cluster_m`` (persistent only): 2 makes CTA pairs along M share B, each loading half of
     every B slice and multicasting it to both; ``stream_k`` (persistent, ``cluster_m = 1``):
     the tiles of the last, partly filled wave are split along K evenly over every block (see
-    :func:`_persistent_kernel`), which takes a workspace (:func:`workspace_floats`)."""
+    :func:`_persistent_kernel`), which takes a workspace (:func:`workspace_floats`);
+    ``c_buffers`` (persistent): the 16 x 128-byte boxes each consumer warp stages C through, 2
+    or 4 (with 4, a 128 x 256 tile's 16-bit epilogue never waits for a box's earlier store)."""
 
-    __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k")
+    __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers")
 
     def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
-                 stream_k=False):
+                 stream_k=False, c_buffers=2):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -113,7 +115,11 @@ class WgmmaConfig:
                              f"persistent={persistent}, cluster_m={cluster_m}")
         self.bn, self.stages, self.group_m = bn, stages, group_m
         self.persistent, self.cluster_m = bool(persistent), cluster_m
+        if c_buffers not in (2, 4) or (c_buffers != 2 and not persistent):
+            raise ValueError(f"c_buffers = {c_buffers} must be 2 or 4 (persistent only: the "
+                             f"first rung stages C in the ring)")
         self.stream_k = bool(stream_k)
+        self.c_buffers = c_buffers
         need = smem_bytes(self, 4)
         if need > MAX_DYNAMIC_SMEM:
             raise ValueError(f"{self!r} needs {need} bytes of shared memory; a block may have "
@@ -124,22 +130,23 @@ class WgmmaConfig:
 
     def key(self):
         return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
-                self.stream_k)
+                self.stream_k, self.c_buffers)
 
     def __repr__(self):
-        sk = ", stream_k=True" if self.stream_k else ""
+        more = ", stream_k=True" if self.stream_k else ""
+        more += f", c_buffers={self.c_buffers}" if self.c_buffers != 2 else ""
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
-                f"persistent={self.persistent}, cluster_m={self.cluster_m}{sk})")
+                f"persistent={self.persistent}, cluster_m={self.cluster_m}{more})")
 
 
 def smem_bytes(cfg, out_itemsize):
     """Dynamic shared memory of one block: barriers, alignment slack, the ring, and C's staging
-    (the persistent kernel: two 16 x 128-byte boxes per consumer warp; the first rung reuses
-    the ring for C)."""
+    (the persistent kernel: ``c_buffers`` 16 x 128-byte boxes per consumer warp; the first rung
+    reuses the ring for C)."""
     ring = cfg.stages * (BM + cfg.bn) * SPAN
     bars = 8 * (2 * cfg.stages + CONSUMER_WARPS) + SWIZZLE_ALIGN
     if cfg.persistent:
-        return bars + ring + CONSUMER_WARPS * 2 * C_BOX_BYTES
+        return bars + ring + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES
     c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
     return bars + max(ring, c_slabs)
 
@@ -254,10 +261,10 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
     ``b_kmajor``: B is stored N x K row-major (else K x N). ``in_kind`` "f16"/"bf16";
     ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA)."""
-    _, BN, S, group_m, persistent, CM, SK = cfg_key
+    _, BN, S, group_m, persistent, CM, SK, NBUF = cfg_key
     if persistent:
-        return _persistent_kernel(BN, S, group_m, CM, SK, a_kmajor, b_kmajor, in_kind, out_kind,
-                                  has_beta)
+        return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind,
+                                  out_kind, has_beta)
     LOG_S = S.bit_length() - 1
     P = _pieces(BN, group_m, 1, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
@@ -427,16 +434,17 @@ def workspace_floats(cfg, blocks):
     return blocks * CONSUMER_THREADS * (cfg.bn // 2)
 
 
-def _persistent_kernel(BN, S, group_m, CM, SK, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
+def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind, out_kind,
+                       has_beta):
     """The persistent rung (``WgmmaConfig(persistent=True)``): one block per SM (``CM`` = 2:
     one cluster per SM pair) walks its tiles; the producer runs ahead across tile boundaries,
     so the next tile's first slots load while the consumers' epilogue stores this one.
 
     Slots are counted across tiles (slot ``s``, ring pass ``passes``); the consumers release
     each slot once the wgmma group reading it has retired (the last one of a tile after
-    ``wait_group(0)``). Each consumer warp stages C through two 16 x 128-byte boxes of its own
-    (not the ring, which the producer is refilling), alternating them so one box is written
-    while the other's TMA store still reads it. With ``CM = 2`` CTA ``r`` of a cluster loads
+    ``wait_group(0)``). Each consumer warp stages C through ``NBUF`` (2 or 4) 16 x 128-byte boxes
+    of its own (not the ring, which the producer is refilling), taking them in turn so a box is
+    written while the others' TMA stores still read theirs. With ``CM = 2`` CTA ``r`` of a cluster loads
     rows ``[r, r + 1) * BN / 2`` of every B slice and multicasts them to both CTAs; a slot's
     ``empty`` barrier then counts the consumer warps of both CTAs.
 
@@ -461,6 +469,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, a_kmajor, b_kmajor, in_kind, out_
     OUT16 = out_kind != "f32"
     C_COLS = 64 if OUT16 else 32
     C_BOXES = BN // C_COLS
+    STORES_IN_FLIGHT = NBUF - 1                 # a warp's stores that may still read
+    HALF_BOXES = (C_BOXES + 1) // 2
     CT = CONSUMER_THREADS
     PART = CT * NACC                            # workspace floats of one block's partial tile
     FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
@@ -515,19 +525,16 @@ def _persistent_kernel(BN, S, group_m, CM, SK, a_kmajor, b_kmajor, in_kind, out_
         return s, passes
 
     @cuda.jit(device=True, inline="always")
-    def store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n, alpha,
-                   beta, words, old, boxes, loads):
-        # Epilogue, warp by warp: 16 rows x BN, box by box through the warp's two staging
-        # boxes (the producer is already loading the next tile's slots). Returns the counts
-        # of boxes staged (buffer parity) and of C boxes loaded for beta (cbar parity).
-        crow = row0 + cw * SLAB_ROWS
-        for j in range(C_BOXES):
+    def store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha,
+                    beta, words, old, boxes, loads, J0, J1):
+        # Boxes J0..J1 of a warp's 16 rows of C, one by one through its NBUF staging boxes.
+        for j in range(J0, J1):
             ccol = col0 + j * C_COLS
             inside = crow < m and ccol < n
-            off = stage + (boxes & 1) * C_BOX_BYTES
+            off = stage + (boxes & (NBUF - 1)) * C_BOX_BYTES
             boxes += 1
             if lane == 0:
-                tma.wait_group_read(1)      # this buffer's last store has read it
+                tma.wait_group_read(STORES_IN_FLIGHT)   # this buffer's last store read it
             cuda.syncwarp()
             if has_beta and inside:
                 if lane == 0:
@@ -542,6 +549,23 @@ def _persistent_kernel(BN, S, group_m, CM, SK, a_kmajor, b_kmajor, in_kind, out_
                 if inside:
                     tma.store(c_map, (crow, ccol), dyn8[off:])
                 tma.commit_group()          # (empty when outside: keeps the count)
+        return boxes, loads
+
+    @cuda.jit(device=True, inline="always")
+    def store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n, alpha,
+                   beta, words, old, boxes, loads):
+        # Epilogue, warp by warp: 16 rows x BN (the producer is already loading the next
+        # tile's slots). Returns the counts of boxes staged (which buffer is next) and of C
+        # boxes loaded for beta (cbar parity). Two loops of at most 4 boxes: the compiler
+        # unrolls those, while one loop over the 8 f32 boxes of a 256-wide tile with beta's
+        # loads stayed a loop, its run-time accumulator index sending all 128 accumulators
+        # to local memory (512 stack bytes).
+        crow = row0 + cw * SLAB_ROWS
+        boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
+                                   m, n, alpha, beta, words, old, boxes, loads, 0, HALF_BOXES)
+        boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
+                                   m, n, alpha, beta, words, old, boxes, loads, HALF_BOXES,
+                                   C_BOXES)
         return boxes, loads
 
     @cuda.jit(device=True, inline="always")
@@ -621,13 +645,13 @@ def _persistent_kernel(BN, S, group_m, CM, SK, a_kmajor, b_kmajor, in_kind, out_
             lane = tid & 31
             ct = tid - 128                          # consumer thread 0..255
             cw = ct >> 5                            # consumer warp 0..7: 16 rows of C each
-            stage = first + RING_BYTES + cw * (2 * C_BOX_BYTES)
+            stage = first + RING_BYTES + cw * (NBUF * C_BOX_BYTES)
             acc = cuda.local.array(NACC, np.float32)
             words = cuda.local.array(4, np.uint32)
             old = cuda.local.array(4, np.uint32)
             s = 0
             passes = 0
-            boxes = 0                               # boxes this warp has staged (buffer parity)
+            boxes = 0                               # boxes this warp has staged (next buffer)
             loads = 0                               # C boxes loaded for beta (cbar parity)
             unit = cid
             while unit < dp_units:
