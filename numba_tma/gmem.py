@@ -16,9 +16,9 @@ lines when the lanes are consecutive), half the instructions of 8-byte accesses.
 
 ``load_v4(..., l2_prefetch=256)`` adds PTX's ``.L2::256B`` (also 64, 128): on a miss the L2
 fetches the whole naturally aligned 256-byte block around the access from DRAM. It pays where a
-warp's loads start and end mid-block, as in rows that are not 16-byte multiples (v8_sector: +0.5
-to +0.9 points of copy on the H100 at 32767 x 20001), and costs where they are already whole aligned
-blocks (v7_vec16 at 32768^2: -0.5 points).
+warp's loads start and end mid-block, as in rows that are not 16-byte multiples (v8_sector's
+ragged rows, where ``transpose_sector`` uses it), and costs where they are already whole aligned
+blocks (v7_vec16 at 32768^2 runs without it).
 """
 
 from numba import types

@@ -516,9 +516,10 @@ class DirectKernel:
     for clusters) from raw device pointers.
 
     Why: a ``kernel[grid, block](*arrays)`` launch types every argument and marshals numba array
-    objects on every call (100-300 us of host time with the views a launcher builds), and
-    numba-cuda cannot cache kernels that link ``.cu`` files, so every process compiled them
-    again (1-2 s each). Here a launch packs the words numba's marshalling would produce (an array
+    objects on every call (many times the driver's own launch cost), and numba-cuda cannot
+    cache kernels that link ``.cu`` files, so every process compiled them again
+    (``benches/results/host-h100.txt``: a first ``transpose()`` 2.1 s and ``matmul()`` 3.5 s
+    in a fresh process, 0.022 / 0.006 s once cached). Here a launch packs the words numba's marshalling would produce (an array
     is ``meminfo, parent, nitems, itemsize, data, shape..., strides...``) and calls the driver,
     and the function comes from a cubin loaded from disk when one was built before.
 
@@ -832,7 +833,7 @@ class PreparedLaunch:
         # Every word lives in one buffer laid out as the kernel's parameters are (each at its
         # own alignment), and the driver reads it word by word (kernelParams, the pointer array
         # below). Launching the buffer whole (CU_LAUNCH_PARAM_BUFFER_POINTER) measured no faster
-        # on the H100 host (6-8 us per launch either way, within its noise).
+        # on the H100 host, within its noise.
         words, self._slots = [], []
         for i, (kind, arg) in enumerate(zip(direct._layout, args)):
             self._slots.append(len(words))

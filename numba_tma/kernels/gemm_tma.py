@@ -12,13 +12,13 @@ One block computes a ``BM x BN`` tile of C with 8 warps, each owning a 64 x 64 w
   the warps slice s landed; ``empty[s]`` (one arrival per consumer warp) tells the producer every
   warp has read it. The consumer warps take turns as the producer: at step ``kt``, lane 0 of
   warp ``(kt - 1) % warps`` refills the slot of step ``kt - 1`` (``stages - 1`` slices stay in
-  flight). On the H100 this beat a fixed producer thread by 2-5% (475 vs 467 TFLOP/s at 4096^3,
-  487 vs 462 at 8192^3, same run): the block runs at the pace of its slowest warp, and a fixed
-  producer makes warp 0 the slowest every step. A separate producer warp would not fit: a
+  flight). On the H100 this beat a fixed producer thread at 4096^3 and 8192^3 (one side run):
+  the block runs at the pace of its slowest warp, and a fixed producer makes warp 0 the slowest
+  every step. A separate producer warp would not fit: a
   288-thread block is budgeted registers as 384 threads (168 each), and the 128 accumulators
   then spill; Hopper's answer, ``setmaxnreg`` across warpgroups, is wgmma territory. Measured
   and dropped: double-buffered fragments across the stage boundary (ptxas already interleaves
-  the next step's ldmatrix with the HMMAs; waiting for the next slot earlier cost 8%), a
+  the next step's ldmatrix with the HMMAs; waiting for the next slot earlier was slower), a
   later refill point (less lookahead: slower), two 128 x 128 blocks per SM (no faster).
 * ``ldmatrix.x4`` reads fragments from the swizzled tiles without bank conflicts (the 16-byte
   chunk index XOR row % 8 spreads 8 rows over all 32 banks), ``.trans`` for M/N-major operands.

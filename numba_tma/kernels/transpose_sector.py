@@ -2,8 +2,8 @@
 shapes such as 32767 x 20001, misaligned views), every element size.
 
 Why: on the H100 what an odd shape costs is the out side. Profiling the element-wise kernel
-(ncu, 32767 x 20000 vs 32768 x 20000 fp32): DRAM bytes read and written grow by 2-3 %, L2 write
-sectors by 16 % and L2 write requests by 70 %, and the kernel takes 34 % longer. A 32-byte L2
+(ncu, 32767 x 20000 vs 32768 x 20000 fp32): the DRAM bytes read and written barely grow, but the
+L2 write sectors do, the L2 write requests far more, and the kernel takes much longer. A 32-byte L2
 sector that several store instructions (of one block or of two) fill piecewise costs far more
 than one written whole by one instruction. So every block here owns *whole sectors* of the out
 rows it writes, and writes each with aligned 16-byte stores of one warp instruction:
@@ -30,10 +30,12 @@ rows it writes, and writes each with aligned 16-byte stores of one warp instruct
    ``STG.E.128``, two lanes per sector; for 1-byte elements the TMA unit writes it instead, one
    bulk copy per segment (``BULK_STORE``).
 
-What an odd shape still costs is mostly the out rows' pitch: v7_vec16, whose 256-byte out
-segments are 16-byte aligned, runs fp32 at 96.4-96.7% of copy where the out pitch is a multiple
-of 256 bytes and at 90.8-91.8% where it is not (M = 32760 .. 32800, H100), about what this kernel
-reaches at M = 32767 (91.0%). Owning 64-, 128- or 256-byte blocks of the out rows instead of
+What an odd shape still costs is mostly the out rows' pitch: in fp32 side runs at N = 20032,
+v7_vec16, whose 256-byte out segments are 16-byte aligned, kept its speed where the out pitch is
+a multiple of 256 bytes and fell to about this kernel's speed at M = 32767 where it is not
+(M = 32760 .. 32800). Committed (H100, % of copy): at 32768 x 20032 v7_vec16 96.7%, this kernel
+95.4% (``benches/results/transpose-choice-h100.txt``); at 32767 x 20001 this kernel 90.6%
+(``transpose-h100.json``). Owning 64-, 128- or 256-byte blocks of the out rows instead of
 sectors (with the larger halos) did not pay.
 
 Tiles whose aligned loads could leave ``src`` or whose segments reach past either end of an
@@ -61,29 +63,25 @@ VEC = 16                     # bytes per global and shared vector access
 SECTOR = 32                  # bytes per L2 sector: the unit a block owns in an out row
 LOADS = 8                    # aligned 16-byte vectors per thread per tile (plus halo and tail)
 # A row's loads span its segment and run into the next 256-byte block by its phase; asking the L2
-# to fetch whole 256-byte blocks (.L2::256B) measured +0.6 / +0.9 / +0.5 / +0.8 points of copy for
-# fp32 / fp16 / uint8 / fp64 at 32767 x 20001 on the H100 (v7_vec16's whole-block rows: -0.5).
+# to fetch whole 256-byte blocks (.L2::256B) measured faster for every element size at
+# 32767 x 20001 on the H100 (side runs; on v7_vec16's whole-block rows, slower).
 L2_PREFETCH = 256
 # itemsize: (slots per out row TR, src columns TC, threads, resident blocks per SM).
-# Measured on the H100 at 32767 x 20001 (% of copy). Padded tile, skew by kv rows only: fp32
-# 64 x 64 88.3, 64 x 128 89.3, 128 x 128 89.2, 128 x 64 88.3; fp64 64 x 32 88.3, 64 x 64 89.3,
-# 128 x 32 86.9; fp16 128 x 128 85.4 (4 blocks per SM) / 87.0 (3), 128 x 256 77.0; uint8
-# 256 x 256 55.6 (v6_packed 37.5). With the skew stepping back where p_c >= kv (ncu had shown
-# 5-7 shared wavefronts per scatter store): uint8 71.4, fp32 64 x 128 90.0 (3 blocks; 4 blocks
-# spill and run 86.9), fp64 89.5, fp16 86.8. The first layout (per-element ownership tests and a
-# scratch slot, ~3x the instructions) ran fp32 87.9, fp64 88.3, fp16 67.6, uint8 24.0. What an
-# odd shape still costs (ncu, fp32 64 x 64, 20032 vs 20001 columns, 32768 vs 32767 rows): the same
-# DRAM bytes, but 75% more L2 read requests for misaligned src rows (a 256-byte row segment spans
-# 3 lines instead of 2; -3 points), 38% more write requests for misaligned out rows (-5 points).
-# With the .L2::256B loads, one run: fp32 64 x 128 90.6, 64 x 64 (6 blocks) 90.4, 128 x 64 89.6,
-# 128 x 128 (1 block) 89.4; fp64 64 x 64 90.3, 64 x 32 (8 blocks) 90.2, 128 x 64 88.8, 128 x 32
-# 88.7; fp16 128 x 128 87.3, 4 blocks 86.9, 256 x 128 85.0; uint8 256 x 256 72.1, 1 block 62.9,
-# 512 x 256 59.3.
+# Chosen in side runs on the H100 at 32767 x 20001, with and without the .L2::256B loads: the
+# fastest of the tiles and block counts tried were 64 x 128 for fp32 (3 blocks; 4 spill), 64 x 64
+# for fp64, 128 x 128 for fp16 (3 blocks) and 256 x 256 for uint8. The skew stepping back where
+# p_c >= kv (ncu had shown several shared wavefronts per scatter store) raised uint8 most; the
+# first layout (per-element ownership tests and a scratch slot, ~3x the instructions) was slower
+# for every element size, fp16 and uint8 by far. What an odd shape still costs (ncu, fp32
+# 64 x 64, 20032 vs 20001 columns, 32768 vs 32767 rows): the same DRAM bytes, but more L2 read
+# requests for misaligned src rows (a 256-byte row segment spans 3 lines instead of 2) and more
+# write requests for misaligned out rows. These tiles in
+# benches/results/transpose-h100.json: fp32 / fp16 / uint8 / fp64 90.6 / 87.3 / 75.4 / 90.2% of
+# copy.
 TILES = {1: (256, 256, 512, 2), 2: (128, 128, 256, 3), 4: (64, 128, 256, 3), 8: (64, 64, 256, 4)}
 # Element sizes whose out-row segments the TMA unit writes (cp.async.bulk, one per segment, issued
-# by the tile row's thread) instead of the threads' LDS.128 + STG.E.128. Measured at 32767 x 20001
-# on the H100 (one run, % of copy): uint8 72.0 -> 75.3, fp16 87.3 -> 87.6, fp32 90.7 -> 90.6,
-# fp64 90.3 -> 90.3.
+# by the tile row's thread) instead of the threads' LDS.128 + STG.E.128. In a side run at
+# 32767 x 20001 on the H100 it paid for uint8 only; fp16, fp32 and fp64 were unchanged.
 BULK_STORE = (1,)
 
 

@@ -293,9 +293,10 @@ def v6_packed(src, out, stream=0, *, group=V6_GROUP):
     8 x the 1-byte case, which otherwise needs one instruction per byte and runs out of issue
     slots long before DRAM saturates), and 4x the bytes in flight per thread. The padded 32x32
     kernel keeps about 4 KiB of loads in flight per block, 16 KiB per SM on average; an H100 needs
-    about bandwidth x latency = 3.35 TB/s x ~0.8 us / 132 SMs = ~20 KiB per SM, which is where
-    its 87 % of copy comes from. Here each resident block has 16 KiB outstanding during its load
-    phase (8 blocks of 256 threads per SM: launch bounds hold it to 32 registers). (5) Grouped
+    about bandwidth x DRAM latency / 132 SMs = ~20 KiB per SM, which holds it well short of a copy
+    (v3_padded at 32768^2 fp32: 67.2% of copy, ``benches/results/transpose-h100.json``). Here
+    each resident block has 16 KiB outstanding during its load phase (8 blocks of 256 threads per
+    SM: launch bounds hold it to 32 registers). (5) Grouped
     rasterisation: consecutive blocks walk down ``group`` tile rows before moving right (see
     v6_persistent; ``group=1`` is the plain raster). Needs M and N divisible by k and 8-byte
     aligned buffers; otherwise the same kernel runs on plain elements (k = 1, 64 x 32 tiles for

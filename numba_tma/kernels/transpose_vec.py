@@ -1,17 +1,19 @@
 """``v7_vec16``: the shared-memory transpose with 16-byte global accesses (no TMA), for every
 element size.
 
-Why: the H100 runs a plain Triton transpose (64 x 64 fp32 tiles, 4 warps, ``ld/st.global.v4``)
-at 96% of a device copy, while the 8-byte-word ``v6_packed`` and the TMA kernels stop at 92-93%
-(measured in one run, 32768^2 fp32). numba cannot emit 128-bit global accesses, so this kernel
-takes them from :mod:`numba_tma.gmem` (and :mod:`numba_tma.smem` for the shared side).
+Why: on the H100 a plain tiled Triton transpose (64 x 64 fp32 tiles, ``ld/st.global.v4``;
+``bench.baselines.triton_transpose``) runs 32768^2 fp32 at 95.9% of a device copy
+(``benches/results/transpose-triton-h100.txt``), while the 8-byte-word ``v6_packed`` and the TMA
+kernels stop at 92.3-93.6% (``transpose-h100.json``). numba cannot emit 128-bit global accesses,
+so this kernel takes them from :mod:`numba_tma.gmem` (and :mod:`numba_tma.smem` for the shared
+side).
 
 The shared tile holds *words*: an fp32 or fp64 element, or ``pack`` = 2 fp16 / 4 uint8 elements
 of consecutive src rows in one column (so one word is one 4-byte piece of an out row). A block
 moves a tile of ``trows`` word rows x ``cols`` columns (``TILES``, chosen so that every src and
 out row segment is 256 bytes: 64 x 256 B tiles for 4- and 8-byte elements, 128 x 128 fp16,
-256 x 256 uint8; 64 x 64-word tiles, with 128- and 64-byte src segments, measured 93.3 / 88.1% of
-copy for fp16 / uint8 instead of 96.7 / 96.4):
+256 x 256 uint8; 64 x 64-word tiles, with 128- and 64-byte src segments, ran fp16 and uint8
+slower in side runs):
 
 1. every thread loads 8 vectors of 16 bytes (``LDG.E.128``); a warp instruction covers 2 rows x
    256 contiguous bytes. For packed elements a thread loads the same columns of ``pack``
@@ -26,7 +28,7 @@ copy for fp16 / uint8 instead of 96.7 / 96.4):
    (``STG.E.128``).
 
 Tiles are rastered row-major (the tile column varies fastest, as Triton's grid does; grouped
-rasters measured 0.3-1% slower). Partial edge tiles take an element-wise path. The vector path
+rasters measured slower). Partial edge tiles take an element-wise path. The vector path
 needs both row pitches and both base addresses to be multiples of 16 bytes; otherwise
 :func:`v7_vec16` runs ``v6_packed`` (so it does under the CUDA simulator, which cannot run the
 PTX wrappers; CI compiles the kernels for sm_90a and checks their SASS instead).
@@ -51,12 +53,13 @@ VEC = 16                     # bytes per global and shared vector access
 LOADS = 8                    # 16-byte vectors per thread per tile
 SWIZZLE_CHUNKS = 8           # XOR period of the shared tile's 16-byte chunks
 # itemsize: (word rows, src columns, threads, resident blocks per SM for the launch bounds).
-# Measured on the H100, 32768^2, % of copy: fp32 / fp64 with 12 blocks (40 registers) 96.3 /
-# 95.7, 8 blocks 96.0 / 95.2; fp16 6 blocks 96.7, 4 blocks 95.2, 64 x 64-word tiles 93.3; uint8
-# 2 blocks 96.4, 3 blocks 96.1, 64 x 128-column tiles 93.8.
+# Chosen on the H100 at 32768^2 in side runs: 12 blocks (40 registers) beat 8 for fp32 / fp64,
+# 6 beat 4 for fp16 and 2 beat 3 for uint8, and 256-byte row segments beat 64 x 64-word (fp16)
+# and 64 x 128-column (uint8) tiles. These tiles in benches/results/transpose-h100.json: fp32 /
+# fp16 / uint8 / fp64 96.2 / 96.3 / 96.5 / 95.6% of copy.
 TILES = {1: (64, 256, 512, 2), 2: (64, 128, 256, 6), 4: (64, 64, 128, 12), 8: (64, 32, 128, 12)}
 # Load phase, lanes of a warp per src row (16 x 16 B = 256 B). fp32 / fp64: 4 rows x 128 B
-# (conflict-free shared writes) measured 95.3 / 94.0 with 8 blocks, 93.5 / 92.9 with 12.
+# (conflict-free shared writes) measured slower, with 8 blocks and with 12 (side runs).
 LANES_PER_ROW = 16
 
 

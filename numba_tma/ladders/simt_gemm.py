@@ -1,9 +1,9 @@
 """A tiled SIMT fp32 GEMM in plain numba (seed 004): ``C = alpha * A @ B + beta * C``.
 
 Seed 004 (``004_9575a841adb7a051.txt``, "GEMM优化1:使用 CuTe 实现一个 naive GEMM": BM = BN = 64,
-BK = 16, TM = TN = 8, slice-k, with its bank-conflict analysis). On the H100 the "large"
-configuration runs 36.2 TFLOP/s at 4096^3, 0.70x cuBLAS fp32 (tests/gpu/test_simt_gemm.py
-prints the figure).
+BK = 16, TM = TN = 8, slice-k, with its bank-conflict analysis). On a GPU,
+tests/gpu/test_simt_gemm.py prints the "large" configuration's TFLOP/s at 4096^3 against cuBLAS
+fp32; no committed result under ``benches/results`` times it.
 
 No tensor cores, no inline PTX: the classic CUDA-core GEMM the seed builds with CuTe (block tile
 BM x BN, slice-k over BK-deep slices staged in shared memory, each thread a TM x TN micro-tile of
@@ -46,7 +46,7 @@ Offline (tests/test_seed_gemm_sass.py): 128 registers, no local memory, and the 
 exactly ``K_UNROLL * 4`` ``LDS.128`` and ``K_UNROLL * 64`` ``FFMA`` plus 11 loop instructions; a
 whole 16-deep slice of the "large" row-major kernel is ~1400 instructions per thread of which
 1024 FFMAs (the rest: 16 guarded loads, 16 shared stores, their addresses, the barrier), which
-bounds it at ~73 % of the FFMA peak.
+bounds it at about 1024/1400 of the FFMA peak.
 
 Layouts: ``layout="row"``: a (M, K), b (K, N), out (M, N) all C-contiguous (row-major).
 ``layout="col"``: all three Fortran-contiguous (column-major, BLAS's convention; the seed's

@@ -2,8 +2,8 @@
 
 Seed 000 (``000_f7d683ea2d9dede3.txt``, "TMA简介 & 让矩阵转置在Hopper GPUs上变得更快", Simon
 Veitner's "TMA introduction" and "Making matrix transpose really fast on Hopper GPUs"): the
-naive, 128B-swizzle and thread-batched TMA transposes, at 875, 1252 and 2771 GB/s on its H100
-(32768^2 fp32). ``numba_tma.transpose`` does not run them (``kernel=`` names them).
+naive, 128B-swizzle and thread-batched TMA transposes, timed there on an H100 at 32768^2 fp32.
+``numba_tma.transpose`` does not run them (``kernel=`` names them).
 
 Every kernel reads a tile of ``src`` with a TMA load, transposes it inside shared memory and writes
 it with a TMA store through a second tensor map over ``out`` at the swapped coordinates. The TMA
@@ -23,9 +23,9 @@ fp32 (``benches/results/transpose-h100.json``, one run: % of a device copy's 302
 
 The three seed kernels keep the seed's structure, but issue the tile load before the block syncs
 on the new barrier (the seed syncs first; ``init_and_load``) and do their index math in unsigned
-32-bit integers: 875 -> 942 GB/s for tma_naive and 1287 -> 1389 for tma_swizzle128 at 32768^2
-fp32 on the H100. They also walk the tiles down the columns of ``src`` and ask the L2 for 256-byte
-blocks on their loads (``_seed_launch``).
+32-bit integers, which sped up tma_naive and tma_swizzle128 in side runs. They also walk the
+tiles down the columns of ``src`` and ask the L2 for 256-byte blocks on their loads
+(``_seed_launch``).
 """
 
 import functools
@@ -43,10 +43,10 @@ __all__ = ["LADDER", "tma_naive", "tma_swizzle128", "tma_batched", "tma_pipeline
 
 SEED_TILE = 32          # seed 000: 32 x 32 fp32 tiles
 SEED_BATCH = 8          # elements per thread in tma_batched
-# The seed kernels' launch (measured at 32768^2 fp32 on the H100, tma_batched, % of copy in one
-# run): the seed's row-major raster 91.1, with the loads' L2 promotion at 256 B 91.5; column-major
-# raster 92.1, with L2 promotion 128 B 92.1, 256 B 93.8. A 128-byte tile row fetched as 256 bytes
-# brings the next tile column's row into the L2 while that tile is in flight on another SM.
+# The seed kernels' launch (side runs at 32768^2 fp32 on the H100, tma_batched): the column-major
+# raster and the loads' L2 promotion at 256 B each paid a little alone and most together; L2
+# promotion at 128 B added nothing. A 128-byte tile row fetched as 256 bytes brings the next tile
+# column's row into the L2 while that tile is in flight on another SM.
 SEED_L2_PROMOTION = 256
 LINE = 128              # bytes per tile row in tma_pipelined: one 128B-swizzle span
 CHUNK = 16              # bytes per ld/st.shared.v4
@@ -171,22 +171,22 @@ def _seed_launch(name, kernel, threads, swz, src, out, stream):
 def tma_naive(src, out, stream=0):
     """Seed 000's naive TMA transpose: TMA load, ``tr[c][r] = t[r][c]`` in shared memory, TMA store
     of the transposed tile at the swapped coordinates. 1024 threads, one element each; the column
-    write to shared memory is a 32-way bank conflict (seed: 875 GB/s at 32768^2 fp32 on an H100)."""
+    write to shared memory is a 32-way bank conflict."""
     _seed_launch("tma_naive", _naive_kernel(), SEED_TILE * SEED_TILE, 0, src, out, stream)
 
 
 def tma_swizzle128(src, out, stream=0):
-    """+ 128B swizzle on both tiles: the same shared-memory walk now spreads over the banks
-    (seed: 1252 GB/s)."""
+    """+ 128B swizzle on both tiles: the same shared-memory walk now spreads over the banks."""
     _seed_launch("tma_swizzle128", _swizzled_kernel(1), SEED_TILE * SEED_TILE, 128, src, out, stream)
 
 
 def tma_batched(src, out, stream=0):
     """+ thread batching: 128 threads, 8 elements each, so fewer threads wait per tile and more
     independent shared-memory operations are in flight: each thread issues its 8 reads before
-    its 8 writes (seed: 2771 GB/s). With the seed's launch, batches of 4, 16 and 32 measured 89.3,
-    90.2 and 90.5% of copy against 90.9% for 8; 16-byte reads (2 LDS.128 for the 8) made no
-    difference. The launch of ``_seed_launch`` takes it to 93.6-93.8%."""
+    its 8 writes. With the seed's launch, batches of 4, 16 and 32 measured slower than 8 (side
+    runs); 16-byte reads (2 LDS.128 for the 8) made no difference. With the launch of
+    ``_seed_launch`` it runs 32768^2 fp32 at 93.6% of copy
+    (``benches/results/transpose-h100.json``)."""
     _seed_launch("tma_batched", _swizzled_kernel(SEED_BATCH), SEED_TILE * SEED_TILE // SEED_BATCH,
                  128, src, out, stream)
 
@@ -195,9 +195,10 @@ def tma_batched(src, out, stream=0):
 
 # A tile is KI x KJ sub-tiles of (128/itemsize)^2 elements (128 rows of 128 bytes at most), loaded
 # as KJ TMA boxes (one per 128-byte column strip) and stored as KI boxes. (KI, KJ, stages, out
-# buffers) per element size; the ring lives in dynamic shared memory (up to 227 KB). Measured at
-# 32768^2 fp32 on the H100 (benches/transpose_tune.py): 1x1 sub-tiles 86.8% of copy, 2x2 90.5-91.7%,
-# 4x2 92.0%; stages beyond 2, the supertile shape and L2 promotion moved it by < 0.5%.
+# buffers) per element size; the ring lives in dynamic shared memory (up to 227 KB). Chosen with
+# benches/transpose_tune.py at 32768^2 fp32 on the H100 (side runs): more sub-tiles per tile paid,
+# up to 4x2; stages beyond 2, the supertile shape and L2 promotion barely moved it. 4x2 in
+# benches/results/transpose-h100.json: 92.3% of copy.
 PIPELINE = {1: (2, 1, 3, 2), 2: (2, 2, 2, 2), 4: (4, 2, 2, 2), 8: (4, 2, 4, 2)}
 # Tiles are visited in supertiles of GROUP_I x GROUP_J tiles (column-major inside), so the tiles
 # in flight at once cover a patch of the matrix: long runs of each input row *and* output row.
