@@ -285,8 +285,8 @@ def _stream_k_workspace(ctx, handle):
                         "allocating it cannot happen during CUDA graph capture; call matmul "
                         "with this config once on the capturing stream before capturing, or "
                         "use a config without stream_k")
-                blocks = _sm_count()
-                ws = cuda.device_array(gemm_wgmma.workspace_floats(_WGMMA_CONFIGS[256], blocks),
+                blocks = _sm_count()        # a persistent grid's most blocks (no clusters)
+                ws = cuda.device_array(gemm_wgmma.workspace_floats(256, blocks),   # widest tile
                                        np.float32)
                 flags = cuda.to_device(np.zeros(blocks, np.uint32))
                 got = _workspaces[key] = (ws, flags)
@@ -351,7 +351,7 @@ class _Layout:
             grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
         self.grid, self.block = (grid, 1, 1), (cfg.threads, 1, 1)
         self.cluster = None if cfg.cluster_m == 1 else (cfg.cluster_m, 1, 1)
-        self.ctx = ctx
+        self.ctx, self.bn = ctx, cfg.bn
         self.stream_k = None
         if wgmma_path and cfg.stream_k:
             tiles = self.sizes[3] * self.sizes[4]
@@ -381,7 +381,7 @@ class _Layout:
         words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
         split = ()
         if self.stream_k is not None:       # the workspace's addresses are set per stream
-            split = ((0, gemm_wgmma.workspace_floats(_WGMMA_CONFIGS[256], self.grid[0])),
+            split = ((0, gemm_wgmma.workspace_floats(self.bn, self.grid[0])),
                      (0, self.grid[0]), *self.stream_k)
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
                                        *split, shared_mem=self.nbytes, cluster=self.cluster)

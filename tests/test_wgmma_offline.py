@@ -194,7 +194,7 @@ def test_config_errors():
     assert sk.key() != gemm_wgmma.WgmmaConfig(256).key() and "stream_k=True" in repr(sk)
     assert gemm_wgmma.WgmmaConfig(*sk.key()[1:]).key() == sk.key()
     assert gemm_wgmma.signature(sk) == gemm_wgmma.SIGNATURE_STREAM_K
-    assert gemm_wgmma.workspace_floats(sk, 132) == 132 * 256 * 128
+    assert gemm_wgmma.workspace_floats(256, 132) == 132 * 256 * 128
     for bad in (dict(c_buffers=3), dict(c_buffers=4, persistent=False, stages=4)):
         with pytest.raises(ValueError, match="c_buffers = "):
             gemm_wgmma.WgmmaConfig(256, **bad)
@@ -313,3 +313,17 @@ def test_stream_k_schedule_covers_each_slice_once(blocks, tiles, num_k):
         assert waited == owners[1:]
         for p in waited:
             assert plan[p][0][0] == tile and plan[p][0][3] == "partial"
+
+
+def test_matmul_packs_the_kernels_parameters():
+    # matmul's launch packs the argument words of the signatures the kernels compile for.
+    import sys
+
+    from numba.core import sigutils
+
+    mm = sys.modules["numba_tma.matmul_api"]
+    for sig, argtypes in ((gemm_wgmma.SIGNATURE, mm._ARGTYPES),
+                          (gemm_wgmma.SIGNATURE_STREAM_K, mm._ARGTYPES_STREAM_K)):
+        assert tuple(sigutils.normalize_signature(sig)[0]) == argtypes
+    assert mm._ARGTYPES_STREAM_K[mm._WORKSPACE].dtype.name == "float32"
+    assert mm._ARGTYPES_STREAM_K[mm._FLAGS].dtype.name == "uint32"

@@ -429,9 +429,10 @@ def stream_k_schedule(blocks, dp_units, sk_iters, num_k):
     return plan
 
 
-def workspace_floats(cfg, blocks):
-    """float32 elements of a stream-K launch's workspace: one partial tile per block."""
-    return blocks * CONSUMER_THREADS * (cfg.bn // 2)
+def workspace_floats(bn, blocks):
+    """float32 elements of the workspace of a stream-K launch of ``blocks`` blocks of
+    ``128 x bn`` tiles: one partial tile per block."""
+    return blocks * CONSUMER_THREADS * (bn // 2)
 
 
 def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind, out_kind,
