@@ -1,10 +1,13 @@
 """Sweep tma_pipelined's launch parameters (supertile group, blocks per SM, L2 promotion) on the GPU.
 
     python benches/transpose_tune.py [--shape 32768 32768] [--dtype float32] [--iters 20]
+        [--json tune.json] [--plot tune.png]
 
 Prints GB/s and % of a device-to-device copy measured in the same run, one line per setting, so the
 defaults in numba_tma/ladders/transpose_tma.py can be chosen from numbers. Each setting's output
-is checked against torch first (exact compare).
+is checked against torch first (exact compare). ``--json`` writes the rows as a result document
+(bench ``transpose_tune``), ``--plot`` draws them (GB/s per setting, the copy dashed; needs
+matplotlib: ``pip install "numba_tma[bench]"``).
 """
 
 import argparse
@@ -16,8 +19,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from numba_tma import bench  # noqa: E402
 
+BENCH = "transpose_tune"          # its plot: numba_tma.bench.plot.PLOTS
 
-def main():
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", nargs=2, type=int, default=[32768, 32768])
     ap.add_argument("--dtype", default="float32")
@@ -28,7 +33,29 @@ def main():
     ap.add_argument("--sub", default="auto", help="sub-tiles per tile, e.g. 1x1,2x2,4x2")
     ap.add_argument("--stages", default="auto")
     ap.add_argument("--seed-batches", action="store_true", help="also sweep tma_batched's batch")
-    args = ap.parse_args()
+    ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--plot", metavar="PNG", default=None,
+                    help="draw the results to this PNG (needs matplotlib: numba_tma[bench])")
+    return ap.parse_args(argv)
+
+
+def result_row(kernel, dtype, shape, setting, status, ms, gbps, copy, **fields):
+    """One result row: ``kernel`` at ``setting`` (a label; the knobs in ``fields``), its time,
+    GB/s, and the copy's GB/s of the same run (``status``: "ok", or "wrong" with no figures)."""
+    ok = status == "ok"
+    return {"kernel": kernel, "dtype": dtype, "shape": list(shape), "setting": setting,
+            **fields, "status": status, "ms": ms if ok else None, "GBps": gbps if ok else None,
+            "copy_GBps": copy, "pct_of_copy": 100 * gbps / copy if ok else None}
+
+
+def setting_label(cfg, group, blocks_per_sm, l2):
+    """A tma_pipelined setting as a plot's x label: ``sub 2x2 st 4 g 8x8 b auto L2 0``."""
+    return (f"sub {cfg[1]}x{cfg[2]} st {cfg[3]} g {group[0]}x{group[1]} "
+            f"b {blocks_per_sm or 'auto'} L2 {l2}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
 
     import numpy as np
     import torch
@@ -55,7 +82,7 @@ def main():
     l2s = [int(v) for v in args.l2.split(",")]
     subs = [None if v == "auto" else tuple(int(x) for x in v.split("x")) for v in args.sub.split(",")]
     stages = [None if v == "auto" else int(v) for v in args.stages.split(",")]
-    rows = []
+    rows, results = [], []
     for sub, st, group, bps, l2 in itertools.product(subs, stages, groups, blocks, l2s):
         def run():
             tt.tma_pipelined(src, out, group=group, blocks_per_sm=bps, l2_promotion=l2,
@@ -73,6 +100,11 @@ def main():
         rows.append([f"{cfg[1]}x{cfg[2]}", str(cfg[3]), f"{group[0]}x{group[1]}", str(bps or "auto"),
                      str(l2), "ok" if ok else "WRONG",
                      bench.fmt(ms, ".3f"), bench.fmt(g, ".1f"), bench.fmt(100 * g / copy, ".1f")])
+        results.append(result_row(
+            "tma_pipelined", dtype.name, (M, N), setting_label(cfg, group, bps, l2),
+            "ok" if ok else "wrong",
+            ms, g, copy, sub_tiles=[cfg[1], cfg[2]], stages=cfg[3], group=list(group),
+            blocks_per_sm=bps, l2_promotion=l2))
         print("  " + " | ".join(rows[-1]), flush=True)
     print(bench.format_table(["sub", "stages", "group", "blocks/SM", "L2 promo", "check", "ms",
                                "GB/s", "% copy"], rows))
@@ -94,8 +126,19 @@ def main():
             g = bench.gbps(nbytes, ms)
             rows.append([str(batch), "ok" if ok else "WRONG", bench.fmt(ms, ".3f"),
                          bench.fmt(g, ".1f"), bench.fmt(100 * g / copy, ".1f")])
+            results.append(result_row("tma_batched", dtype.name, (M, N), f"batch {batch}",
+                                      "ok" if ok else "wrong", ms, g, copy, batch=batch))
         print(bench.format_table(["batch", "check", "ms", "GB/s", "% copy"], rows))
+    if args.json or args.plot:
+        bench.save_results(args, {
+            **bench.report_header(BENCH, bench.gpu_environment(), bench.package_versions()),
+            "iters": args.iters, "copy_GBps": copy, "results": results,
+            "command": " ".join(sys.argv), "timestamp": bench.timestamp()})
+        for path in (args.json, args.plot):
+            if path:
+                print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -49,6 +49,17 @@ def _points_banks(rows):
                 yield "", counter, r["rung"], value
 
 
+def _points_tune(rows):
+    # transpose_tune: a panel per dtype and shape, a line per kernel (and the copy), GB/s
+    # against the settings in run order.
+    for r in rows:
+        if _ok(r) and r.get("GBps") is not None:
+            panel = f"{r['dtype']} {'x'.join(str(v) for v in r['shape'])}"
+            yield panel, r["kernel"], r["setting"], r["GBps"]
+            if r.get("copy_GBps") is not None:
+                yield panel, "copy", r["setting"], r["copy_GBps"]
+
+
 #: bench name -> (points(rows) yielding (panel, series, x label, y), y axis label, x axis label)
 PLOTS = {
     "gemm": (_points_gemm, "TFLOP/s", "M x N x K"),
@@ -58,6 +69,7 @@ PLOTS = {
     "host": (_points_host, "host us per call", "n"),
     "multicast": (_points_multicast, "GB/s into shared memory", ""),
     "warp_gemm_banks": (_points_banks, "bank conflicts (ncu)", "rung"),
+    "transpose_tune": (_points_tune, "GB/s", "setting"),
 }
 PLOT_DPI = 100
 PANEL_SIZE = (11.0, 4.5)       # inches per panel: 1100 x 450 pixels at PLOT_DPI

@@ -1,13 +1,21 @@
 """Launch helpers the transpose kernels share (host side, package-internal): grid limits, grid
 splitting, ceiling division, device pointers, and the check of a (src, out) transpose pair.
 
+:func:`check_pair` validates both arrays with the package's one operand validation
+(:func:`numba_tma.operands.read_operand` and :func:`~numba_tma.operands.check_device`, as
+``transpose()`` and ``matmul()`` do): a NULL, negative or misaligned address, a read-only ``out``,
+a byte-swapped or object typestr or an array on another GPU is refused, naming the argument,
+before the array reaches numba or the driver.
+
 Every kernel module of ``numba_tma.kernels`` and ``numba_tma.ladders`` that launches a transpose
 takes them from here (they used to be private names of the classic ladder's module).
 """
 
 import numpy as np
+from numba import config as _numba_config
 
 from .._arrays import as_device
+from ..operands import check_device, read_operand
 
 __all__ = ["MAX_GRID_YZ", "cdiv", "check_pair", "device_pointer", "grid3", "grid_chunks"]
 
@@ -16,6 +24,8 @@ MAX_GRID_YZ = 65535
 
 
 def _shape_dtype(a):
+    """(shape, dtype) of a simulator array (it has no ``__cuda_array_interface__``) or of any
+    array object with ``.shape`` and ``.dtype``."""
     cai = getattr(a, "__cuda_array_interface__", None)
     if cai is not None:
         return tuple(cai["shape"]), np.dtype(cai["typestr"])
@@ -23,9 +33,23 @@ def _shape_dtype(a):
 
 
 def check_pair(src, out):
-    """(src, out, B, M, N) of a matching pair, or a ValueError naming what is wrong; shapes are
-    checked before anything touches the device."""
-    (sshape, sdtype), (oshape, odtype) = _shape_dtype(src), _shape_dtype(out)
+    """(src, out, B, M, N) of a matching pair as numba device arrays, or an error naming what is
+    wrong. Both arrays pass :func:`numba_tma.operands.read_operand` (``out`` as written) and
+    the shape and dtype checks before anything touches the device; the device check
+    (:func:`~numba_tma.operands.check_device`, free with one GPU) comes last. Under the CUDA
+    simulator, whose arrays have no array interface, only shapes and dtypes are checked."""
+    if _numba_config.ENABLE_CUDASIM:
+        s = o = None
+        (sshape, sdtype), (oshape, odtype) = _shape_dtype(src), _shape_dtype(out)
+    else:
+        s = read_operand(src, "src")
+        o = read_operand(out, "out", writable=True)
+        sshape, oshape = s.shape, o.shape
+        # Same typestr (or torch dtype): equal without naming them (a dtype's name costs
+        # microseconds); else compare names, which agree across libraries and byte-order marks.
+        sdtype = odtype = s.spec
+        if s.spec != o.spec:
+            sdtype, odtype = s.dtype, o.dtype
     if len(sshape) != 3 or len(oshape) != 3:
         raise ValueError(f"src and out must be 3-D, (B, M, N) and (B, N, M); got src {sshape} "
                          f"and out {oshape}")
@@ -35,6 +59,9 @@ def check_pair(src, out):
                          f"{sshape}; got {oshape}")
     if sdtype != odtype:
         raise ValueError(f"src and out must have the same dtype; got {sdtype} and {odtype}")
+    if s is not None:
+        check_device(s, "src")
+        check_device(o, "out")
     return as_device(src), as_device(out), B, M, N
 
 
