@@ -109,10 +109,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=3,
                    help="timing rounds, each over cuBLAS, Triton and every kernel (default 3)")
     p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5)
-    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None)
-    p.add_argument("--json", metavar="PATH", default=None)
-    p.add_argument("--plot", metavar="PNG", default=None,
-                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
+    bench.add_output_args(p, seed_help="seed for the inputs (default: fresh)")
     args = p.parse_args(argv)
     shapes = [(s, s, s) for s in (args.size or DEFAULT_SIZES)]
     if not args.no_default_shapes and not args.size:

@@ -49,9 +49,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=5)
     p.add_argument("--warmup", type=bench.argparse_type(bench.positive_int), default=3)
     p.add_argument("--no-cold", action="store_true", help="skip the two fresh-process runs")
-    p.add_argument("--json", metavar="PATH", default=None)
-    p.add_argument("--plot", metavar="PNG", default=None,
-                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
+    bench.add_output_args(p)
     return p.parse_args(argv)
 
 

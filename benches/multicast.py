@@ -72,10 +72,7 @@ def parse_args(argv=None):
                    default=list(DEFAULT_CLUSTERS), help="comma list of cluster sizes (2,4)")
     p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=50)
     p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5)
-    p.add_argument("--json", metavar="PATH", default=None, help="write the results here")
-    p.add_argument("--plot", metavar="PNG", default=None,
-                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
-    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None)
+    bench.add_output_args(p, seed_help="seed for the inputs (default: fresh)")
     args = p.parse_args(argv)
     if args.w % 4:
         p.error(f"--w {args.w}: rows must be a multiple of 16 bytes (4 words) for TMA")

@@ -72,12 +72,8 @@ def parse_args(argv=None):
                    help="untimed runs before timing (default 5)")
     p.add_argument("--no-baselines", action="store_true",
                    help="skip torch and CuPy (the copy ceiling stays)")
-    p.add_argument("--json", metavar="PATH", default=None,
-                   help="also write every result to this JSON file (rewritten after each shape)")
-    p.add_argument("--plot", metavar="PNG", default=None,
-                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
-    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None,
-                   help="seed for the inputs (default: fresh, printed and recorded)")
+    bench.add_output_args(p, "also write every result to this JSON file (rewritten after each "
+                             "shape)", seed_help="seed for the inputs (default: fresh, printed and recorded)")
     args = p.parse_args(argv)
     args.shapes = [tuple(s) for s in args.shape] if args.shape else [DEFAULT_SHAPE]
     for m, n in args.shapes:

@@ -97,16 +97,13 @@ def parse_args(argv=None):
                         "--no-baselines")
     p.add_argument("--no-baselines", action="store_true",
                    help="skip torch, CuPy and numba-cuda's transpose (the copy ceiling stays)")
-    p.add_argument("--json", metavar="PATH", default=None,
-                   help="also write every result to this JSON file (rewritten after each config)")
-    p.add_argument("--plot", metavar="PNG", default=None,
-                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
     p.add_argument("--samples", type=bench.argparse_type(bench.positive_int),
                    default=DEFAULT_SAMPLES,
                    help="random full rows and columns checked on the host (default 64), plus "
                         "the first and last of each")
-    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None,
-                   help="seed for the inputs (default: fresh, printed and recorded)")
+    bench.add_output_args(p, "also write every result to this JSON file (rewritten after each "
+                             "config)",
+                          seed_help="seed for the inputs (default: fresh, printed and recorded)")
     args = p.parse_args(argv)
     args.shapes = [tuple(s) for s in args.shape] if args.shape else [DEFAULT_SHAPE]
     args.dtypes = args.dtype

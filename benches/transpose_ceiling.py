@@ -136,9 +136,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=bench.nonnegative_int, default=3)
     p.add_argument("--rounds", type=bench.positive_int, default=3,
                    help="interleaved rounds; the median of their medians is reported")
-    p.add_argument("--json", default=None, help="write the results here")
-    p.add_argument("--plot", metavar="PNG", default=None,
-                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
+    bench.add_output_args(p)
     return p.parse_args(argv)
 
 

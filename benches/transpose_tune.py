@@ -33,9 +33,7 @@ def parse_args(argv=None):
     ap.add_argument("--sub", default="auto", help="sub-tiles per tile, e.g. 1x1,2x2,4x2")
     ap.add_argument("--stages", default="auto")
     ap.add_argument("--seed-batches", action="store_true", help="also sweep tma_batched's batch")
-    ap.add_argument("--json", default=None, help="write the results here")
-    ap.add_argument("--plot", metavar="PNG", default=None,
-                    help="draw the results to this PNG (needs matplotlib: numba_tma[bench])")
+    bench.add_output_args(ap)
     return ap.parse_args(argv)
 
 

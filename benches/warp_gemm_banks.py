@@ -91,12 +91,8 @@ def parse_args(argv=None):
     p.add_argument("--ncu", default=None, metavar="PATH",
                    help="the ncu executable (default: ncu on PATH)")
     p.add_argument("--no-ncu", action="store_true", help="skip profiling")
-    p.add_argument("--json", metavar="PATH", default=None,
-                   help="also write the results to this JSON file")
-    p.add_argument("--plot", metavar="PNG", default=None,
-                   help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
-    p.add_argument("--seed", type=bench.argparse_type(bench.nonnegative_int), default=None,
-                   help="seed for the inputs (default: fresh)")
+    bench.add_output_args(p, "also write the results to this JSON file",
+                          seed_help="seed for the inputs (default: fresh)")
     return p.parse_args(argv)
 
 

@@ -27,7 +27,7 @@ def tune():
 def test_help_lists_plot_and_json():
     out = subprocess.run([sys.executable, str(SCRIPT), "--help"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
-    assert "--plot PNG" in out and "--json JSON" in out
+    assert "--plot PNG" in out and "--json PATH" in out
 
 
 def test_arguments(tune):

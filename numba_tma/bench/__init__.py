@@ -29,8 +29,9 @@ Importing it needs no GPU: numba.cuda, torch, CuPy, Triton and matplotlib are im
 the functions that use them. The scripts in ``benches/`` are command lines over this package.
 """
 
-from .args import (DTYPE_ALIASES, SUPPORTED_DTYPES, argparse_type, nonnegative_int, parse_dtype,
-                   parse_dtype_list, positive_int, random_array, select_names, uint_view_dtype)
+from .args import (DTYPE_ALIASES, SUPPORTED_DTYPES, add_output_args, argparse_type,
+                   nonnegative_int, parse_dtype, parse_dtype_list, positive_int, random_array,
+                   select_names, uint_view_dtype)
 from .env import (context_alive, dist_version, free_device_memory, gpu_environment,
                   import_optional, package_versions)
 from .plot import BASELINES, PLOTS, plot_panels, plot_size, write_plot
@@ -41,7 +42,7 @@ from .timing import (copy_bandwidth, do_bench, host_us_per_call, interleaved_rou
                      time_cuda_batch)
 
 __all__ = [
-    "argparse_type", "BASELINES", "context_alive", "copy_bandwidth", "dist_version",
+    "add_output_args", "argparse_type", "BASELINES", "context_alive", "copy_bandwidth", "dist_version",
     "do_bench", "DTYPE_ALIASES", "fmt", "format_table", "free_device_memory", "gbps",
     "geomean", "gpu_environment", "host_us_per_call", "import_optional", "interleaved_rounds",
     "jsonable", "log", "median", "nonnegative_int", "one_line", "package_versions",

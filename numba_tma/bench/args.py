@@ -69,6 +69,18 @@ def nonnegative_int(text):
     return value
 
 
+def add_output_args(parser, json_help="write the results to this JSON file", seed_help=None):
+    """The options every bench script takes: ``--json PATH`` (its result document), ``--plot
+    PNG`` (drawn from the same document; needs matplotlib) and, where ``seed_help`` is given,
+    ``--seed`` for its random inputs (default None: a fresh seed)."""
+    parser.add_argument("--json", metavar="PATH", default=None, help=json_help)
+    parser.add_argument("--plot", metavar="PNG", default=None,
+                        help="draw the results to this PNG (needs matplotlib: numba_tma[plot])")
+    if seed_help is not None:
+        parser.add_argument("--seed", type=argparse_type(nonnegative_int), default=None,
+                            help=seed_help)
+
+
 def select_names(names, patterns):
     """The ``names`` (order kept) matched by a comma list of exact names or glob patterns.
 
