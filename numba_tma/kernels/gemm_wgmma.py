@@ -57,8 +57,8 @@ from .. import barrier, cluster, fence, intmath, mbarrier, smem, tma, warp, wgmm
 from ._gemm_slices import ATOM, ATOM_BYTES, BK, SPAN, slice_loader
 
 __all__ = ["WgmmaConfig", "DEFAULT_CONFIG", "gemm_kernel", "smem_bytes", "grid_size",
-           "SIGNATURE", "SIGNATURE_STREAM_K", "signature", "stream_k_split", "workspace_floats",
-           "THREADS"]
+           "SIGNATURE", "SIGNATURE_STREAM_K", "signature", "stream_k_split", "stream_k_schedule",
+           "workspace_floats", "THREADS"]
 
 BM = 128                     # two consumer warpgroups x 64 rows
 WG_ROWS = 64                 # rows of C per consumer warpgroup (the m64 of wgmma)
