@@ -28,7 +28,9 @@ long (``%globaltimer``), prints ``block (x, y, z) thread (x, y, z) barrier at sh
 parity p`` with ``printf`` and executes ``trap``: the launch fails with a CUDA error (the
 context is lost, as for any trap) instead of hanging the GPU. Unset, empty or ``0`` (the
 default), ``wait`` is the plain ``try_wait`` loop: the SASS is the same as without the switch.
-Kernels cached on disk (``cache=True``) keep the mode they were compiled in.
+Kernels cached on disk (``cache=True``) keep the mode they were compiled in. Spins on other
+memory can do the same with :func:`globaltimer` and :func:`trap` (the stream-K GEMM's wait for
+another block's partial does).
 """
 
 import os
@@ -41,7 +43,8 @@ from . import fence
 from ._bridge import address_of, declare, host_call, require_array, require_int
 
 __all__ = ["init", "inval", "fence_init", "arrive", "arrive_expect_tx", "expect_tx", "try_wait",
-           "test_wait", "wait", "wait_bounded", "init_block"]
+           "test_wait", "wait", "wait_bounded", "init_block", "trap", "globaltimer",
+           "WAIT_TIMEOUT_NS"]
 
 _vp, _u32, _u64 = types.voidptr, types.uint32, types.uint64
 _init = declare("mbarrier", "numba_tma_mbarrier_init_shared_cta_b64", types.void(_vp, _u32))
@@ -82,14 +85,28 @@ WAIT_TIMEOUT_NS = _wait_timeout_ns()
 
 
 @intrinsic
-def _trap(typingctx):
-    """PTX ``trap;``: ends the kernel with an error (the launch fails, the context is lost)."""
+def trap(typingctx):
+    """PTX ``trap;`` (SASS ``BPT.TRAP``): ends the kernel with an error (the launch fails, the
+    context is lost). For the debug checks of ``NUMBA_TMA_WAIT_TIMEOUT_NS``: a spin that must
+    not hang reports, then traps. Any thread."""
     def codegen(context, builder, sig, args):
         fnty = ir.FunctionType(ir.VoidType(), [])
         builder.call(ir.InlineAsm(fnty, "trap;", "", side_effect=True), [])
         return context.get_dummy_value()
 
     return types.void(), codegen
+
+
+@intrinsic
+def globaltimer(typingctx):
+    """The GPU's nanosecond clock, PTX ``%globaltimer`` (uint64): the time base of bounded
+    spins (``NUMBA_TMA_WAIT_TIMEOUT_NS``). Any thread."""
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(ir.IntType(64), [])
+        return builder.call(ir.InlineAsm(fnty, "mov.u64 $0, %globaltimer;", "=l",
+                                         side_effect=True), [])
+
+    return types.uint64(), codegen
 
 
 @intrinsic
@@ -127,7 +144,7 @@ def wait_or_trap(bounded, what):
         p = parity & 1
         if bounded(address_of(bar), p, timeout) == 0:
             report(_address_int(address_of(bar)), p)
-            _trap()
+            trap()
 
     return impl
 

@@ -125,3 +125,43 @@ def test_switch_parsing():
         mbarrier._wait_timeout_ns({env: "2s"})
     with pytest.raises(ValueError, match="0 .. 2\\*\\*64 - 1"):
         mbarrier._wait_timeout_ns({env: "-1"})
+
+
+# The stream-K GEMM's wait for another block's partial (an atomic spin on its flag, not an
+# mbarrier) follows the same switch: on, it is bounded by %globaltimer and ends in a report and
+# a trap; off, no trap at all. The stream-K kernel holds the per-tile loops twice (whole tiles,
+# then shares), each with its mbarrier waits, plus the flag wait: twice the traps of the kernel
+# without stream-K, plus one.
+GEMM_SCRIPT = r'''
+import json
+from numba_tma import mbarrier
+from numba_tma.kernels import gemm_wgmma as g
+from numba_tma.offline import compile_kernel
+res = {"timeout": mbarrier.WAIT_TIMEOUT_NS}
+for sk in (False, True):
+    cfg = g.WgmmaConfig(256, stream_k=sk)
+    kb = compile_kernel(g.gemm_kernel(cfg.key(), True, True, "f16", "f16", False),
+                        g.signature(cfg))
+    res[str(sk)] = {"traps": sum(op.startswith("BPT.TRAP") for op in kb.mnemonics()),
+                    "timer": "GLOBALTIMER" in kb.sass}
+print("RESULT" + json.dumps(res))
+'''
+
+
+@pytest.mark.parametrize("value", [None, "2000000000"])
+def test_stream_k_flag_wait_follows_the_switch(value):
+    env = dict(os.environ)
+    env.pop(mbarrier.WAIT_TIMEOUT_ENV, None)
+    if value is not None:
+        env[mbarrier.WAIT_TIMEOUT_ENV] = value
+    env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
+    proc = subprocess.run([sys.executable, "-c", GEMM_SCRIPT], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads([ln for ln in proc.stdout.splitlines()
+                      if ln.startswith("RESULT")][-1][len("RESULT"):])
+    if value is None:
+        assert res["False"]["traps"] == res["True"]["traps"] == 0
+    else:
+        assert res["False"]["traps"] > 0 and res["True"]["timer"]
+        assert res["True"]["traps"] == 2 * res["False"]["traps"] + 1

@@ -475,6 +475,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
     CT = CONSUMER_THREADS
     PART = CT * NACC                            # workspace floats of one block's partial tile
     FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
+    TIMEOUT = mbarrier.WAIT_TIMEOUT_NS          # the hang-debugging switch, as mbarrier.wait's
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
     write_box = _box_writer(out_kind, has_beta)
 
@@ -568,6 +569,21 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
                                    m, n, alpha, beta, words, old, boxes, loads, HALF_BOXES,
                                    C_BOXES)
         return boxes, loads
+
+    @cuda.jit(device=True, inline="always")
+    def take_partial(flags, p):
+        # Wait until block p has flagged its partial, and lower the flag for the next launch.
+        # Under NUMBA_TMA_WAIT_TIMEOUT_NS a flag that never comes is reported, then trapped on.
+        if TIMEOUT:
+            start = mbarrier.globaltimer()
+            while cuda.atomic.cas(flags, p, 1, 0) != 1:
+                if mbarrier.globaltimer() - start > TIMEOUT:
+                    print("numba_tma: stream-K block", cuda.blockIdx.x, "waited past",
+                          TIMEOUT, "ns (NUMBA_TMA_WAIT_TIMEOUT_NS) for the partial of block", p)
+                    mbarrier.trap()
+        else:
+            while cuda.atomic.cas(flags, p, 1, 0) != 1:
+                pass
 
     @cuda.jit(device=True, inline="always")
     def sk_first(b, sk_iters, blocks):
@@ -675,8 +691,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
                         while k1 < num_k and p < nclusters and \
                                 sk_first(p, sk_iters, nclusters) < t_end:
                             if ct == 0:
-                                while cuda.atomic.cas(flags, p, 1, 0) != 1:
-                                    pass
+                                take_partial(flags, p)
                                 cuda.threadfence()
                             cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
                             barrier.sync(FIXUP_BARRIER, CT)
