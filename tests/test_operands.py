@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from fake_devices import fake_two_gpus
 
 from numba_tma import operands
 from numba_tma.operands import Operand, check_device, read_operand
@@ -207,21 +208,7 @@ def test_im2col_itemsize_0_is_refused_by_name():
 @pytest.fixture
 def two_gpus(monkeypatch):
     """Device 0 launches; allocations at BASE.. (1 MiB) live on 0, at OTHER.. on 1."""
-    asked = []
-
-    def query(ptr):
-        asked.append(ptr)
-        for start, ordinal in ((BASE, 0), (OTHER, 1)):
-            if start <= ptr < start + (1 << 20):
-                return ordinal, start, 1 << 20
-        return None
-
-    monkeypatch.setattr(operands, "launch_device", lambda: 0)
-    monkeypatch.setattr(operands, "_device_count", lambda: 2)
-    monkeypatch.setattr(operands, "_query_pointer", query)
-    monkeypatch.setattr(operands, "_starts", [])
-    monkeypatch.setattr(operands, "_ranges", {})
-    return asked
+    return fake_two_gpus(monkeypatch, ((BASE, 0), (OTHER, 1)), 1 << 20)
 
 
 def test_device_check_asks_once_per_allocation(two_gpus):

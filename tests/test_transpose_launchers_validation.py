@@ -10,6 +10,7 @@ import os
 import re
 
 import pytest
+from fake_devices import fake_two_gpus
 
 from numba_tma import operands
 from numba_tma.kernels import _grid, transpose_sector, transpose_v6, transpose_vec
@@ -60,17 +61,7 @@ def sentinel(monkeypatch):
 @pytest.fixture
 def two_gpus(monkeypatch):
     """Device 0 launches; allocations at BASE.. (1 GiB) live on device 0, at OTHER.. on 1."""
-    def query(ptr):
-        for start, ordinal in ((BASE, 0), (OTHER, 1)):
-            if start <= ptr < start + (1 << 30):
-                return ordinal, start, 1 << 30
-        return None
-
-    monkeypatch.setattr(operands, "launch_device", lambda: 0)
-    monkeypatch.setattr(operands, "_device_count", lambda: 2)
-    monkeypatch.setattr(operands, "_query_pointer", query)
-    monkeypatch.setattr(operands, "_starts", [])
-    monkeypatch.setattr(operands, "_ranges", {})
+    fake_two_gpus(monkeypatch, ((BASE, 0), (OTHER, 1)), 1 << 30)
 
 
 # (id, src, out, exception, literal text of the message)
