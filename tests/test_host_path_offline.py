@@ -114,6 +114,26 @@ def test_library_launch_configs_do_not_warn_about_grid_size(monkeypatch):
         kernel[3, 64]                          # a user's launch still warns
 
 
+def test_quiet_launches_match_a_highlighted_warning():
+    # With colorama installed (the H100 image) numba wraps the message in terminal codes:
+    # "\x1b[1mGrid size 1 ...". A filter anchored at "Grid size" let those through.
+    from numba.cuda.core.errors import NumbaPerformanceWarning
+
+    class Loud:
+        def __getitem__(self, config):
+            warnings.warn("\x1b[1mGrid size 1 will likely result in GPU under-utilization\x1b[0m",
+                          NumbaPerformanceWarning)
+            warnings.warn("\x1b[1mHost array used in CUDA kernel\x1b[0m", NumbaPerformanceWarning)
+            return config
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        configure(Loud(), 1, 32)
+    # (numba's warning class may highlight the text once more: compare what it says)
+    said = [str(w.message) for w in seen]
+    assert len(said) == 1 and "Host array used in CUDA kernel" in said[0], said
+
+
 # -- the kernel cache ------------------------------------------------------------------------
 
 @pytest.fixture

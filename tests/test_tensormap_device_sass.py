@@ -12,7 +12,7 @@ from numba.core.errors import TypingError
 from numba_tma import mbarrier, tma
 from numba_tma import tensormap_device as tmd
 from numba_tma.offline import compile_kernel
-from sass_checks import check_clean
+from sass_checks import check_clean, pinned_toolchain
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="offline compilation needs the real CUDA target")
@@ -98,7 +98,10 @@ def test_tensormap_fences_sass():
     check_clean(kb)
     assert kb.has("MEMBAR.ALL.GPU") and kb.has("MEMBAR.ALL.SYS")   # release.gpu / release.sys
     assert kb.has("UTMACCTL.IV")                                     # acquire: drop cached copy
-    assert kb.has("UTMACMDFLUSH")
+    # nvJitLink 13.5 adds a tensormap command flush to the release; 13.0 (the H100 image's)
+    # emits the MEMBARs alone (seen 2026-11-25).
+    if pinned_toolchain():
+        assert kb.has("UTMACMDFLUSH"), sorted(set(kb.mnemonics()))
 
 
 def cp_fence_kernel(desc, out):

@@ -11,5 +11,7 @@ def configure(kernel, grid, block, *stream_and_shared_mem):
     from numba.cuda.core.errors import NumbaPerformanceWarning   # numba-cuda's own class
 
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Grid size", category=NumbaPerformanceWarning)
+        # numba may wrap the message in terminal colour codes: match past them
+        warnings.filterwarnings("ignore", message=r"(\x1b\[[0-9;]*m)*Grid size",
+                                category=NumbaPerformanceWarning)
         return kernel[(grid, block) + stream_and_shared_mem]

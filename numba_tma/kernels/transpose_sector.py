@@ -293,8 +293,14 @@ def v8_sector(src, out, stream=0):
            np.dtype(src.dtype).itemsize, stream)
 
 
-@functools.cache
 def _direct(itemsize, row_offset=False):
+    """:func:`_direct_kernel` under one cache key per variant (``_direct(4)`` and
+    ``_direct(4, False)`` must be the same loaded kernel)."""
+    return _direct_kernel(itemsize, bool(row_offset))
+
+
+@functools.cache
+def _direct_kernel(itemsize, row_offset):
     """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel` (cubin cached on
     disk), and its halo."""
     from ..launch import DirectKernel    # real GPUs only: the simulator lacks its driver API
