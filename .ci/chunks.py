@@ -3,14 +3,19 @@
     python3 .ci/chunks.py OUTDIR SIZE [-k EXPR] FILE...
 
 One ``pytest --collect-only`` over the files (with ``-k EXPR``, the selection a sanitized run
-uses); for each file, ``OUTDIR/<stem>.<i>.ids`` hold its ids, one per line, and a line
-``<stem> <chunks>`` is printed (0 chunks where nothing was collected). A file's chunks are
-separate processes, so a kernel that faults still loses only its own chunk's context.
+uses); for each file, ``OUTDIR/<stem>.<i>.ids`` hold its ids, one per line (one id per chunk
+for the files in ``OWN_PROCESS``), and a line ``<stem> <chunks>`` is printed (0 chunks where
+nothing was collected). A file's chunks are separate processes, so a kernel that faults still
+loses only its own chunk's context.
 """
 import collections
 import os
 import subprocess
 import sys
+
+# Files whose every test is minutes of compiling and running (each shard of the seeded fuzz
+# compiles kernels of its own): one test per chunk, so they spread over the host's cores.
+OWN_PROCESS = {"test_fuzz"}
 
 
 def main(argv):
@@ -30,7 +35,8 @@ def main(argv):
     for path in rest:
         stem = os.path.splitext(os.path.basename(path))[0]
         mine = ids.get(os.path.basename(path), [])
-        chunks = [mine[i:i + size] for i in range(0, len(mine), size)]
+        step = 1 if stem in OWN_PROCESS else size
+        chunks = [mine[i:i + step] for i in range(0, len(mine), step)]
         for i, chunk in enumerate(chunks):
             with open(os.path.join(outdir, f"{stem}.{i}.ids"), "w") as f:
                 f.write("\n".join(chunk) + "\n")

@@ -201,4 +201,4 @@ def test_a_clean_run_with_the_cpu_suite_exits_0(tmp_path):
                                cpu_files={"test_cpu": "def test_cpu():\n    pass\n"})
     assert done.returncode == 0, _explain(done)
     assert failures == ""
-    assert "cpu: 1 passed" in (out / "pytest-summary.txt").read_text()
+    assert "cpu test_cpu: 1 passed" in (out / "pytest-summary.txt").read_text()

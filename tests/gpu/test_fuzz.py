@@ -11,11 +11,14 @@
   then a check that the CUDA context still works.
 
 The seed is printed (shown with ``-s`` and with any failure); ``NUMBA_TMA_FUZZ_SEED`` replays it.
+Each fuzz test is sharded (transpose by element size, matmul by the operands' layouts), so the
+shards compile disjoint kernels and ``.ci/gpu`` runs each in a process of its own, in parallel.
 """
 
 import os
 
 import numpy as np
+import pytest
 from numba import cuda
 
 from numba_tma import matmul, transpose
@@ -37,9 +40,9 @@ except ImportError:
 LIBS = ["numba"] + (["torch"] if torch is not None else []) + (["cupy"] if cupy is not None else [])
 
 
-def rng_for(test):
-    print(f"NUMBA_TMA_FUZZ_SEED={SEED} ({test})")
-    return np.random.default_rng([SEED, {"transpose": 1, "matmul": 2}[test]])
+def rng_for(test, shard):
+    print(f"NUMBA_TMA_FUZZ_SEED={SEED} ({test}, shard {shard})")
+    return np.random.default_rng([SEED, {"transpose": 1, "matmul": 2}[test], shard])
 
 
 def bits(x):
@@ -86,10 +89,12 @@ def random_shape(rng):
     return (int(rng.integers(1, 4)), 1, dim(2000))                  # batched 1 x N
 
 
-def test_fuzz_transpose():
-    rng = rng_for("transpose")
-    for case in range(TRANSPOSE_CASES):
-        dtype = np.dtype(DTYPES[case % len(DTYPES)])
+@pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
+def test_fuzz_transpose(itemsize):
+    rng = rng_for("transpose", itemsize)
+    dtypes = [d for d in DTYPES if np.dtype(d).itemsize == itemsize]
+    for case in range(TRANSPOSE_CASES // 4):
+        dtype = np.dtype(dtypes[case % len(dtypes)])
         lib = LIBS[int(rng.integers(0, len(LIBS)))]
         shape = random_shape(rng)
         s_off = int(rng.integers(0, 9)) if rng.random() < 0.4 else 0
@@ -150,14 +155,15 @@ def mm_host(x):
     return x.copy_to_host().astype(np.float64)
 
 
-def test_fuzz_matmul():
-    rng = rng_for("matmul")
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+def test_fuzz_matmul(orders):
+    rng = rng_for("matmul", ["CC", "CF", "FC", "FF"].index(orders))
     in_types = ["float16"] + (["bfloat16"] if torch is not None else [])
     out_types = ["float16", "float32"] + (["bfloat16"] if torch is not None else [])
-    for case in range(MATMUL_CASES):
+    oa, ob = orders
+    for case in range(MATMUL_CASES // 4):
         dt = in_types[case % len(in_types)]
         ot = out_types[int(rng.integers(0, len(out_types)))]
-        oa, ob = rng.choice(["C", "F"]), rng.choice(["C", "F"])
         # Every contiguous row a multiple of 8 elements (16 bytes): A's K (C) or M (F), B's N
         # (C) or K (F), out's N.
         m, n, k = (int(np.exp(rng.uniform(0, np.log(600)))) for _ in range(3))
