@@ -18,10 +18,10 @@ probe ``wgmma_probe``):
 4. ``WgmmaConfig(stream_k=True)``: the persistent rung with the last, part-filled wave's tiles
    split along K evenly over every block (``_persistent_kernel``). Aimed at wave quantization:
    128 x 256 tiles fill 3.88 waves of 132 SMs at 4096^3 and 15.5 at 8192^3, so every block
-   waits for the last wave's tiles. Compiled and checked offline (0 stack bytes, its schedule
-   model in ``stream_k_schedule``) but not yet run on the H100: ``matmul()`` does not choose
-   it until ``tests/gpu/test_gemm_stream_k.py`` passes there and ``benches/gemm.py``
-   (``wgmma_persistent_sk``) shows it pays.
+   waits for the last wave's tiles. Exact on the H100 (``tests/gpu/test_gemm_stream_k.py``),
+   but its fixup costs more than the tail it fills: fp16 4096^3 634.7 TFLOP/s against the
+   unsplit rung's 730.9, 8192^3 745.3 against 742.1
+   (``benches/results/gemm-variants-h100.txt``), so ``matmul()`` does not choose it.
 
 * One block computes a ``BM x BN`` tile (``BM = 128``: two consumer warpgroups of 64 rows;
   ``BN`` 128 or 256, one ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator
@@ -599,7 +599,86 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
         k0 = it - t * num_k
         return t, k0, min(num_k, k0 + hi - it)
 
-    @cuda.jit(device=True, inline="always")
+    # Stream-K's parts of the producer and the consumers (rung 4); without stream_k, empty
+    # functions. numba inlines a device function by copying its IR, unreachable branches
+    # included: with the stream-K code in body, and body itself inlined, the default kernel's
+    # compile took ~11 s instead of ~7 s (offline, 2026-11-25; its SASS is the same).
+    if SK:
+        @cuda.jit(device=True, inline="always")
+        def sk_produce(a_map, b_map, tiles, full, empty, cid, nclusters, dp_units, sk_iters,
+                       num_k, tiles_m, tiles_n, rank, s, passes):
+            it = sk_first(cid, sk_iters, nclusters)
+            hi = sk_first(cid + 1, sk_iters, nclusters)
+            while it < hi:
+                t, k0, k1 = sk_segment(it, hi, num_k)
+                row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
+                s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,
+                                      rank, k0, k1, s, passes)
+                it += k1 - k0
+            return s, passes
+
+        @cuda.jit(device=True, inline="always")
+        def sk_consume(acc, tiles, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
+                       sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old,
+                       ws, flags, s, passes, boxes, loads):
+            # (at most 30 arguments: CPython passes more as *args, which numba cannot inline;
+            # the shared-memory views are taken again here, as in body)
+            dyn64 = cuda.shared.array(0, np.uint64)
+            dyn8 = cuda.shared.array(0, np.uint8)
+            dynf = cuda.shared.array(0, np.float32)
+            full = dyn64[:S]
+            empty = dyn64[S:2 * S]
+            cbar = dyn64[2 * S:NBARS]
+            it = sk_first(cid, sk_iters, nclusters)
+            hi = sk_first(cid + 1, sk_iters, nclusters)
+            while it < hi:
+                t, k0, k1 = sk_segment(it, hi, num_k)
+                s, passes = mma_tile(acc, tiles, full, empty, c, lane, k0, k1, s, passes)
+                if k0 == 0:
+                    # This block finishes the tile: add the partials of the blocks whose
+                    # shares start inside it, then store C.
+                    t_end = (t + 1) * num_k
+                    p = cid + 1
+                    while k1 < num_k and p < nclusters and \
+                            sk_first(p, sk_iters, nclusters) < t_end:
+                        if ct == 0:
+                            take_partial(flags, p)
+                            cuda.threadfence()
+                        cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
+                        barrier.sync(FIXUP_BARRIER, CT)
+                        for i in range(NACC):
+                            acc[i] += ws[p * PART + i * CT + ct]
+                        p += 1
+                    wgmma.fence_operand(acc, NACC)
+                    row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
+                    boxes, loads = store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw,
+                                              lane, row0, col0, m, n, alpha, beta, words,
+                                              old, boxes, loads)
+                else:
+                    # A partial (this share starts inside the tile): to the block's slot.
+                    for i in range(NACC):
+                        ws[cid * PART + i * CT + ct] = acc[i]
+                    cuda.threadfence()
+                    barrier.sync(FIXUP_BARRIER, CT)
+                    if ct == 0:
+                        cuda.atomic.exch(flags, cid, 1)
+                it += k1 - k0
+            return s, passes, boxes, loads
+    else:
+        @cuda.jit(device=True, inline="always")
+        def sk_produce(a_map, b_map, tiles, full, empty, cid, nclusters, dp_units, sk_iters,
+                       num_k, tiles_m, tiles_n, rank, s, passes):
+            return s, passes
+
+        @cuda.jit(device=True, inline="always")
+        def sk_consume(acc, tiles, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
+                       sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old,
+                       ws, flags, s, passes, boxes, loads):
+            return s, passes, boxes, loads
+
+    # (forceinline: NVVM inlines the body into both kernels, where numba's IR-level inlining
+    # would copy the whole inlined body once more.)
+    @cuda.jit(device=True, forceinline=True)
     def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
              dp_units, sk_iters):
         dyn64 = cuda.shared.array(0, np.uint64)
@@ -647,15 +726,9 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
                     unit += nclusters
                     s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank,
                                           0, num_k, s, passes)
-                if SK:
-                    it = sk_first(cid, sk_iters, nclusters)
-                    hi = sk_first(cid + 1, sk_iters, nclusters)
-                    while it < hi:
-                        t, k0, k1 = sk_segment(it, hi, num_k)
-                        row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
-                        s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,
-                                              rank, k0, k1, s, passes)
-                        it += k1 - k0
+                s, passes = sk_produce(a_map, b_map, tiles, full, empty, cid, nclusters,
+                                       dp_units, sk_iters, num_k, tiles_m, tiles_n, rank, s,
+                                       passes)
         else:
             wgmma.setmaxnreg_inc(CONSUMER_REGS)
             c = wg - 1
@@ -677,41 +750,10 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
                 s, passes = mma_tile(acc, tiles, full, empty, c, lane, 0, num_k, s, passes)
                 boxes, loads = store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
                                           col0, m, n, alpha, beta, words, old, boxes, loads)
-            if SK:
-                it = sk_first(cid, sk_iters, nclusters)
-                hi = sk_first(cid + 1, sk_iters, nclusters)
-                while it < hi:
-                    t, k0, k1 = sk_segment(it, hi, num_k)
-                    s, passes = mma_tile(acc, tiles, full, empty, c, lane, k0, k1, s, passes)
-                    if k0 == 0:
-                        # This block finishes the tile: add the partials of the blocks whose
-                        # shares start inside it, then store C.
-                        t_end = (t + 1) * num_k
-                        p = cid + 1
-                        while k1 < num_k and p < nclusters and \
-                                sk_first(p, sk_iters, nclusters) < t_end:
-                            if ct == 0:
-                                take_partial(flags, p)
-                                cuda.threadfence()
-                            cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
-                            barrier.sync(FIXUP_BARRIER, CT)
-                            for i in range(NACC):
-                                acc[i] += ws[p * PART + i * CT + ct]
-                            p += 1
-                        wgmma.fence_operand(acc, NACC)
-                        row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
-                        boxes, loads = store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw,
-                                                  lane, row0, col0, m, n, alpha, beta, words,
-                                                  old, boxes, loads)
-                    else:
-                        # A partial (this share starts inside the tile): to the block's slot.
-                        for i in range(NACC):
-                            ws[cid * PART + i * CT + ct] = acc[i]
-                        cuda.threadfence()
-                        barrier.sync(FIXUP_BARRIER, CT)
-                        if ct == 0:
-                            cuda.atomic.exch(flags, cid, 1)
-                    it += k1 - k0
+            s, passes, boxes, loads = sk_consume(
+                acc, tiles, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units, sk_iters,
+                num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old, ws, flags, s,
+                passes, boxes, loads)
             if lane == 0:
                 tma.wait_group_read(0)
         if CM > 1:
