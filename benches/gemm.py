@@ -137,7 +137,7 @@ def kernels(torch):
         "wgmma_persistent_c2": (None, None, forced(WgmmaConfig(256, cluster_m=2))),
         "wgmma_persistent_sk": (None, None, forced(WgmmaConfig(256, stream_k=True))),
         "wgmma_persistent_cb4": (None, None, forced(WgmmaConfig(256, c_buffers=4))),
-        "wgmma_persistent_sk_cb4": (None, None, forced(WgmmaConfig(256, stream_k=True,
+        "wgmma_persistent_c2_cb4": (None, None, forced(WgmmaConfig(256, cluster_m=2,
                                                                    c_buffers=4))),
         "wgmma_tile_per_block": (None, None, forced(WgmmaConfig(256, stages=4,
                                                                 persistent=False))),

@@ -61,6 +61,7 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(256, stages=3), WgmmaConfig(256, cluster_m=2),
                                  WgmmaConfig(128, stages=5, cluster_m=2),
                                  WgmmaConfig(256, c_buffers=4),
+                                 WgmmaConfig(256, cluster_m=2, c_buffers=4),
                                  WgmmaConfig(256, persistent=False),
                                  WgmmaConfig(128, stages=2, persistent=False),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
@@ -102,6 +103,7 @@ def test_wgmma_cluster_every_layout(orders):
                                  WgmmaConfig(256, stages=3, group_m=5),
                                  WgmmaConfig(256, cluster_m=2), WgmmaConfig(128, cluster_m=2),
                                  WgmmaConfig(256, c_buffers=4),
+                                 WgmmaConfig(256, cluster_m=2, c_buffers=4),
                                  WgmmaConfig(256, c_buffers=4, stream_k=True)],
                          ids=repr)
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
