@@ -63,14 +63,16 @@ print("RESULT" + json.dumps(res))
 '''
 
 
-def compile_in_mode(value):
+def compile_in_mode(value, script=SCRIPT, timeout=300):
+    """Run ``script`` in a fresh process with the switch set to ``value`` (None: unset) and
+    return the JSON it printed after ``RESULT``."""
     env = dict(os.environ)
     env.pop(mbarrier.WAIT_TIMEOUT_ENV, None)
     if value is not None:
         env[mbarrier.WAIT_TIMEOUT_ENV] = value
     env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     return json.loads(line[len("RESULT"):])
@@ -150,16 +152,7 @@ print("RESULT" + json.dumps(res))
 
 @pytest.mark.parametrize("value", [None, "2000000000"])
 def test_stream_k_flag_wait_follows_the_switch(value):
-    env = dict(os.environ)
-    env.pop(mbarrier.WAIT_TIMEOUT_ENV, None)
-    if value is not None:
-        env[mbarrier.WAIT_TIMEOUT_ENV] = value
-    env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
-    proc = subprocess.run([sys.executable, "-c", GEMM_SCRIPT], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads([ln for ln in proc.stdout.splitlines()
-                      if ln.startswith("RESULT")][-1][len("RESULT"):])
+    res = compile_in_mode(value, GEMM_SCRIPT, timeout=600)
     if value is None:
         assert res["False"]["traps"] == res["True"]["traps"] == 0
     else:

@@ -599,6 +599,15 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
         k0 = it - t * num_k
         return t, k0, min(num_k, k0 + hi - it)
 
+    @cuda.jit(device=True, inline="always")
+    def smem_views():
+        # The dynamic shared memory as bytes and floats, and its barriers: the S full and S
+        # empty slot barriers, then one per consumer warp for C's loads (cbar).
+        dyn64 = cuda.shared.array(0, np.uint64)
+        dyn8 = cuda.shared.array(0, np.uint8)
+        dynf = cuda.shared.array(0, np.float32)
+        return dyn8, dynf, dyn64[:S], dyn64[S:2 * S], dyn64[2 * S:NBARS]
+
     # Stream-K's parts of the producer and the consumers (rung 4); without stream_k, empty
     # functions. numba inlines a device function by copying its IR, unreachable branches
     # included: with the stream-K code in body, and body itself inlined, the default kernel's
@@ -622,13 +631,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
                        sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old,
                        ws, flags, s, passes, boxes, loads):
             # (at most 30 arguments: CPython passes more as *args, which numba cannot inline;
-            # the shared-memory views are taken again here, as in body)
-            dyn64 = cuda.shared.array(0, np.uint64)
-            dyn8 = cuda.shared.array(0, np.uint8)
-            dynf = cuda.shared.array(0, np.float32)
-            full = dyn64[:S]
-            empty = dyn64[S:2 * S]
-            cbar = dyn64[2 * S:NBARS]
+            # the shared-memory views come from smem_views, as in body)
+            dyn8, dynf, full, empty, cbar = smem_views()
             it = sk_first(cid, sk_iters, nclusters)
             hi = sk_first(cid + 1, sk_iters, nclusters)
             while it < hi:
@@ -681,12 +685,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
     @cuda.jit(device=True, forceinline=True)
     def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
              dp_units, sk_iters):
-        dyn64 = cuda.shared.array(0, np.uint64)
-        dyn8 = cuda.shared.array(0, np.uint8)
-        dynf = cuda.shared.array(0, np.float32)
-        full = dyn64[:S]
-        empty = dyn64[S:2 * S]
-        cbar = dyn64[2 * S:NBARS]
+        dyn8, dynf, full, empty, cbar = smem_views()
         first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
         tiles = dyn8[first:]
         tid = cuda.threadIdx.x
