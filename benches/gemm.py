@@ -139,6 +139,11 @@ def kernels(torch):
         "wgmma_persistent_cb4": (None, None, forced(WgmmaConfig(256, c_buffers=4))),
         "wgmma_persistent_c2_cb4": (None, None, forced(WgmmaConfig(256, cluster_m=2,
                                                                    c_buffers=4))),
+        # the consumers' wgmma pipeline: matmul()'s 128 x 256 choice before (3 stages, one
+        # group left in flight), and each slot's group retired (mma_pipe=0) in 2-CTA clusters
+        "wgmma_persistent_s3": (None, None, forced(WgmmaConfig(256, stages=3))),
+        "wgmma_persistent_c2_s4_p0": (None, None, forced(WgmmaConfig(256, cluster_m=2, stages=4,
+                                                                     mma_pipe=0))),
         "wgmma_tile_per_block": (None, None, forced(WgmmaConfig(256, stages=4,
                                                                 persistent=False))),
         "mma_sync": (None, None, forced(GemmConfig(128, 256, 4))),

@@ -183,10 +183,13 @@ def choose_config(m, n, k, row_bytes=()):
     return _WGMMA_CONFIGS[64]
 
 
-#: Stages per tile width: 3 slots of 128 x 256 ran faster than 4 on the H100 (4096^3 fp16 0.953x
-#: against 0.938x cuBLAS, 8192^3 0.968x against 0.944x); the narrower tiles take more slots.
-_WGMMA_CONFIGS = {bn: gemm_wgmma.WgmmaConfig(bn, stages=stages)
-                  for bn, stages in ((256, 3), (128, 6), (64, 8))}
+#: Per tile width: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the
+#: next (mma_pipe=0); with a group left in flight, 3 slots had run faster than 4 on the H100
+#: (gemm-configs-h100.txt); both against each other on the H200: benches/results/gemm-h200.txt
+#: (wgmma_persistent_s3 is the former choice). The narrower tiles take more slots.
+_WGMMA_CONFIGS = {256: gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0),
+                  128: gemm_wgmma.WgmmaConfig(128, stages=6),
+                  64: gemm_wgmma.WgmmaConfig(64, stages=8)}
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=3, cluster_m=2)
 
 
@@ -423,7 +426,8 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
     row-major float16/bfloat16/float32; allocated (like ``a``, dtype ``out_dtype`` or ``a``'s) when
-    None, in which case ``beta`` must be 0. ``config`` forces a kernel: a
+    None, in which case ``beta`` must be 0 (for numba arrays from CUDA's stream-ordered pool on
+    the call's stream, freed in stream order once dropped: ``_arrays.stream_ordered_array``). ``config`` forces a kernel: a
     :class:`~numba_tma.kernels.gemm_wgmma.WgmmaConfig` (the wgmma GEMM, chosen per shape when
     None) or a :class:`~numba_tma.kernels.gemm_tma.GemmConfig` (the mma.sync rung). Needs an
     sm_90 GPU.
@@ -441,6 +445,7 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     copy), which a capture cannot take: it raises RuntimeError inside a capture, so call once
     on the captured buffers before capturing.
     """
+    handle = call_stream(stream, a)
     if out is None and out_dtype is None and beta == 0 and _torch_like(a, b):
         out = a.new_empty((a.shape[0], b.shape[1]))     # a's dtype; checked with a's below
     if out is None:
@@ -450,10 +455,9 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         kind = in_kind if out_dtype is None else _OUT_KINDS.get(_dtype_name(out_dtype))
         if kind is None:
             raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
-        out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind])
+        out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind], stream=handle)
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
-    handle = call_stream(stream, a)
     ka, kb, ko = operand_key(a), operand_key(b), operand_key(out)
     key = layout_key = None
     known_config = config is None or isinstance(config, _CONFIG_TYPES)   # else: reported below

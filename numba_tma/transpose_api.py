@@ -150,7 +150,9 @@ _repeats = BoundedCache(REPEAT_CACHE_SIZE)
 
 
 def transpose(src, out=None, *, kernel=None, stream=None):
-    """Transpose the last two axes of ``src`` into ``out`` (allocated when None) and return ``out``.
+    """Transpose the last two axes of ``src`` into ``out`` (allocated when None, like ``src``: numba
+    arrays from CUDA's stream-ordered pool on the call's stream, freed in stream order once
+    dropped, ``_arrays.stream_ordered_array``) and return ``out``.
 
     ``kernel`` forces one of ``transpose_kernels()`` by name (benchmarks, tests); by default the
     fastest one that applies is chosen.
@@ -165,9 +167,11 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     """
     ks = operand_key(src)
     if ks is not None and not numba_config.ENABLE_CUDASIM:
-        if out is None and len(ks[1]) in (2, 3) and _framework_array(src):
+        handle = None
+        if out is None and len(ks[1]) in (2, 3) and _allocates_cheaply(src):
             shape = ks[1]
-            out = allocate_like(src, (*shape[:-2], shape[-1], shape[-2]))
+            handle = call_stream(stream, src)
+            out = allocate_like(src, (*shape[:-2], shape[-1], shape[-2]), stream=handle)
         ko = None if out is None else operand_key(out)
         ctx = None if ko is None else context_id_or_none()
         if ctx is not None:
@@ -181,16 +185,18 @@ def transpose(src, out=None, *, kernel=None, stream=None):
                             hit.prepared.set_pointer(i, s_ptr)
                         for i in hit.out_args:
                             hit.prepared.set_pointer(i, o_ptr)
-                        hit.prepared(call_stream(stream, src))
+                        hit.prepared(call_stream(stream, src) if handle is None else handle)
                     return out
             return _transpose(src, out, kernel, stream, key)
     return _transpose(src, out, kernel, stream, None)
 
 
-def _framework_array(x):
-    """Whether ``x`` is a torch tensor or CuPy array: their allocators take any shape at once
-    (numba arrays and other interfaces allocate after the checks, on the slow path)."""
-    return hasattr(x, "new_empty") or type(x).__module__.split(".")[0] == "cupy"
+def _allocates_cheaply(x):
+    """Whether ``out`` for ``x`` can be allocated before the checks: a torch tensor, a CuPy
+    array (their pools) or a numba device array (``_arrays.stream_ordered_array``); other
+    interfaces allocate after the checks, on the slow path."""
+    return (hasattr(x, "new_empty") or type(x).__module__.split(".")[0] == "cupy"
+            or hasattr(x, "copy_to_host"))
 
 
 def _transpose(src, out, kernel, stream, key):
@@ -198,7 +204,8 @@ def _transpose(src, out, kernel, stream, key):
     checked = _check_src(src)
     if out is None:
         shape = checked[0]
-        out = allocate_like(src, shape[:-2] + (shape[-1], shape[-2]))
+        out = allocate_like(src, shape[:-2] + (shape[-1], shape[-2]),
+                            stream=call_stream(stream, src))
     s, o = _validate(src, out, checked)
     if 0 in s.shape:
         return out

@@ -152,7 +152,14 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
               # 8 f32 boxes with beta's loads: one loop over them kept its accumulator index
               # dynamic and put the 128 accumulators in local memory (512 stack bytes)
               (True, False, "bf16", "f32", True, 256, {}),
-              (True, True, "f16", "f16", True, 256, {"c_buffers": 4})]
+              (True, True, "f16", "f16", True, 256, {"c_buffers": 4}),
+              # matmul()'s 128 x 256 choice: 4 slots, each slot's group retired (mma_pipe=0)
+              (True, False, "f16", "f16", False, 256, {"stages": 4, "mma_pipe": 0}),
+              (False, True, "bf16", "f32", True, 256, {"stages": 4, "mma_pipe": 0}),
+              (True, False, "f16", "f16", False, 256, {"stages": 4, "mma_pipe": 0,
+                                                       "cluster_m": 2}),
+              (True, True, "f16", "bf16", False, 256, {"stages": 4, "mma_pipe": 0,
+                                                       "persistent": False})]
 
 
 @offline
@@ -171,6 +178,12 @@ def test_gemm_sass(case):
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
     assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m == 2)
+    # mma_pipe: after a slot's group the consumers wait for the previous group (1) or this
+    # one (0), never leaving one in flight with mma_pipe=0.
+    depbar = {ln.split("*/")[1].split(";")[0].strip() for ln in kb.sass.splitlines()
+              if "WARPGROUP.DEPBAR" in ln}
+    assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in depbar) == (cfg.mma_pipe == 1), depbar
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in depbar
     # Stream-K's fixup: the partial's flag raised (EXCH) and lowered by its finalizer (CAS),
     # behind gpu-scope fences; nothing of it in the other kernels.
     for op in ("ATOMG.E.EXCH.STRONG.GPU", "ATOMG.E.CAS.STRONG.GPU", "MEMBAR.SC.GPU"):
@@ -200,6 +213,11 @@ def test_config_errors():
             gemm_wgmma.WgmmaConfig(256, **bad)
     with pytest.raises(ValueError, match="shared memory"):          # 4 x 48 + 64 KiB
         gemm_wgmma.WgmmaConfig(256, stages=4, c_buffers=4)
+    with pytest.raises(ValueError, match="mma_pipe = 2"):
+        gemm_wgmma.WgmmaConfig(256, mma_pipe=2)
+    p0 = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
+    assert "mma_pipe=0" in repr(p0) and gemm_wgmma.WgmmaConfig(*p0.key()[1:]).key() == p0.key()
+    assert p0.key() != gemm_wgmma.WgmmaConfig(256, stages=4).key()
     cb4 = gemm_wgmma.WgmmaConfig(256, c_buffers=4)
     assert "c_buffers=4" in repr(cb4) and gemm_wgmma.WgmmaConfig(*cb4.key()[1:]).key() == cb4.key()
     assert (gemm_wgmma.smem_bytes(cb4, 2) - gemm_wgmma.smem_bytes(gemm_wgmma.DEFAULT_CONFIG, 2)
@@ -261,6 +279,9 @@ def test_choose_config(monkeypatch):
                                     ((1, 8, 8), (), 64, 1)):
         cfg = mm.choose_config(m, n, k, rows)
         assert (cfg.bn, cfg.cluster_m) == (bn, cm) and cfg.persistent, ((m, n, k), cfg)
+        # unclustered 128 x 256: 4 slots, each slot's wgmma group retired before the next
+        assert (cfg.stages, cfg.mma_pipe) == ((4, 0) if (bn, cm) == (256, 1) else
+                                              (cfg.stages, 1)), cfg
 
 
 def test_stream_k_split():

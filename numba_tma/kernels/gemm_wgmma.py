@@ -89,12 +89,18 @@ class WgmmaConfig:
     the tiles of the last, partly filled wave are split along K evenly over every block (see
     :func:`_persistent_kernel`), which takes a workspace (:func:`workspace_floats`);
     ``c_buffers`` (persistent): the 16 x 128-byte boxes each consumer warp stages C through, 2
-    or 4 (with 4, a 128 x 256 tile's 16-bit epilogue never waits for a box's earlier store)."""
+    or 4 (with 4, a 128 x 256 tile's 16-bit epilogue never waits for a box's earlier store);
+    ``mma_pipe``: the wgmma groups a consumer leaves in flight when it moves on from a slot, 1
+    (it waits for the previous slot's group and releases that slot: the tensor cores always
+    hold this warpgroup's next group) or 0 (it waits for this slot's group and releases the
+    slot at once: the producer's lookahead is a slot deeper, and the other consumer warpgroup
+    keeps the tensor cores fed meanwhile)."""
 
-    __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers")
+    __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers",
+                 "mma_pipe")
 
     def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
-                 stream_k=False, c_buffers=2):
+                 stream_k=False, c_buffers=2, mma_pipe=1):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -118,8 +124,12 @@ class WgmmaConfig:
         if c_buffers not in (2, 4) or (c_buffers != 2 and not persistent):
             raise ValueError(f"c_buffers = {c_buffers} must be 2 or 4 (persistent only: the "
                              f"first rung stages C in the ring)")
+        if mma_pipe not in (0, 1):
+            raise ValueError(f"mma_pipe = {mma_pipe} must be 0 or 1 (wgmma groups left in "
+                             f"flight per consumer)")
         self.stream_k = bool(stream_k)
         self.c_buffers = c_buffers
+        self.mma_pipe = mma_pipe
         need = smem_bytes(self, 4)
         if need > MAX_DYNAMIC_SMEM:
             raise ValueError(f"{self!r} needs {need} bytes of shared memory; a block may have "
@@ -130,11 +140,12 @@ class WgmmaConfig:
 
     def key(self):
         return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
-                self.stream_k, self.c_buffers)
+                self.stream_k, self.c_buffers, self.mma_pipe)
 
     def __repr__(self):
         more = ", stream_k=True" if self.stream_k else ""
         more += f", c_buffers={self.c_buffers}" if self.c_buffers != 2 else ""
+        more += f", mma_pipe={self.mma_pipe}" if self.mma_pipe != 1 else ""
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
                 f"persistent={self.persistent}, cluster_m={self.cluster_m}{more})")
 
@@ -154,9 +165,10 @@ def smem_bytes(cfg, out_itemsize):
 DEFAULT_CONFIG = WgmmaConfig()
 
 
-def _pieces(BN, group_m, CM, a_kmajor, b_kmajor, in_kind):
+def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind):
     """What both rungs share, for one configuration: the slot and descriptor geometry, the
-    producer's loads of one slot, a consumer's wgmmas on one slot, and the tile raster."""
+    producer's loads of one slot, a consumer's wgmmas on one slot (leaving ``PIPE`` groups in
+    flight), and the tile raster."""
     A_BYTES = BM * SPAN
     STAGE_BYTES = A_BYTES + BN * SPAN
     NACC = BN // 2                              # f32 accumulators per consumer thread
@@ -174,7 +186,8 @@ def _pieces(BN, group_m, CM, a_kmajor, b_kmajor, in_kind):
     @cuda.jit(device=True, inline="always")
     def mma_slot(acc, tiles, s, c):
         # Consumer warpgroup c's 4 k16 wgmmas on slot s, committed as one group; returns once
-        # the group before it has retired (its slot may then be released).
+        # at most PIPE groups are in flight: the group before it (PIPE = 1) or this one
+        # (PIPE = 0) has retired, and its slot may be released.
         a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
         b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
         wgmma.fence()
@@ -183,7 +196,7 @@ def _pieces(BN, group_m, CM, a_kmajor, b_kmajor, in_kind):
                 wgmma.descriptor_advance(b_desc, kk * B_KSTEP), BN, 1, TA, TB)
         wgmma.commit_group()
         wgmma.fence_operand(acc, NACC)
-        wgmma.wait_group(1)
+        wgmma.wait_group(PIPE)
         wgmma.fence_operand(acc, NACC)
 
     @cuda.jit(device=True, inline="always")
@@ -261,12 +274,12 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
     ``b_kmajor``: B is stored N x K row-major (else K x N). ``in_kind`` "f16"/"bf16";
     ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA)."""
-    _, BN, S, group_m, persistent, CM, SK, NBUF = cfg_key
+    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE = cfg_key
     if persistent:
-        return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind,
-                                  out_kind, has_beta)
+        return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor,
+                                  in_kind, out_kind, has_beta)
     LOG_S = S.bit_length() - 1
-    P = _pieces(BN, group_m, 1, a_kmajor, b_kmajor, in_kind)
+    P = _pieces(BN, group_m, 1, PIPE, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
     STAGE_BYTES = P.STAGE_BYTES
     NBARS = 2 * S + CONSUMER_WARPS
@@ -328,9 +341,9 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
             s = kt & (S - 1)
             mbarrier.wait(full[s:], (kt >> LOG_S) & 1)
             mma_slot(acc, tiles, s, c)
-            # The group of slot kt - 1 is done: give that slot back to the producer.
-            if kt > 0 and lane == 0:
-                mbarrier.arrive(empty[(kt - 1) & (S - 1):])
+            # The group of slot kt - PIPE is done: give that slot back to the producer.
+            if kt >= PIPE and lane == 0:
+                mbarrier.arrive(empty[(kt - PIPE) & (S - 1):])
         wgmma.wait_group(0)
         wgmma.fence_operand(acc, NACC)
 
@@ -435,8 +448,8 @@ def workspace_floats(bn, blocks):
     return blocks * CONSUMER_THREADS * (bn // 2)
 
 
-def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind, out_kind,
-                       has_beta):
+def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, in_kind,
+                       out_kind, has_beta):
     """The persistent rung (``WgmmaConfig(persistent=True)``): one block per SM (``CM`` = 2:
     one cluster per SM pair) walks its tiles; the producer runs ahead across tile boundaries,
     so the next tile's first slots load while the consumers' epilogue stores this one.
@@ -460,7 +473,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
     lowers again for the next launch), and stores C. Every block of a persistent launch is
     resident, and a block waits only on higher-numbered blocks' first segments, which wait
     on nobody: no deadlock."""
-    P = _pieces(BN, group_m, CM, a_kmajor, b_kmajor, in_kind)
+    P = _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
     STAGE_BYTES = P.STAGE_BYTES
     RING_BYTES = S * STAGE_BYTES
@@ -512,17 +525,20 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, a_kmajor, b_kmajor, in_kind
         for kt in range(kt0, kt1):
             mbarrier.wait(full[s:], passes & 1)
             mma_slot(acc, tiles, s, c)
-            # The group of the previous slot is done: give that slot back.
-            if kt > kt0 and lane == 0:
-                release(empty[prev:])
-            prev = s
+            if PIPE == 0:       # this slot's group is done: give the slot back
+                if lane == 0:
+                    release(empty[s:])
+            else:               # the group of the previous slot is done: give that slot back
+                if kt > kt0 and lane == 0:
+                    release(empty[prev:])
+                prev = s
             s += 1
             if s == S:
                 s = 0
                 passes += 1
         wgmma.wait_group(0)
         wgmma.fence_operand(acc, NACC)
-        if kt1 > kt0 and lane == 0:
+        if PIPE and kt1 > kt0 and lane == 0:
             release(empty[prev:])
         return s, passes
 

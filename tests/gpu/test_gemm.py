@@ -64,6 +64,8 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(256, cluster_m=2, c_buffers=4),
                                  WgmmaConfig(256, persistent=False),
                                  WgmmaConfig(128, stages=2, persistent=False),
+                                 WgmmaConfig(256, mma_pipe=0),
+                                 WgmmaConfig(256, stages=4, persistent=False, mma_pipe=0),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
                                  GemmConfig(192, 128, 2),   # 6 warps take turns producing
@@ -104,7 +106,11 @@ def test_wgmma_cluster_every_layout(orders):
                                  WgmmaConfig(256, cluster_m=2), WgmmaConfig(128, cluster_m=2),
                                  WgmmaConfig(256, c_buffers=4),
                                  WgmmaConfig(256, cluster_m=2, c_buffers=4),
-                                 WgmmaConfig(256, c_buffers=4, stream_k=True)],
+                                 WgmmaConfig(256, c_buffers=4, stream_k=True),
+                                 WgmmaConfig(256, mma_pipe=0),
+                                 WgmmaConfig(256, stages=4, mma_pipe=0),
+                                 WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0),
+                                 WgmmaConfig(256, stream_k=True, mma_pipe=0)],
                          ids=repr)
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_persistent_many_tiles(cfg, out_dtype):
@@ -132,7 +138,9 @@ def test_alpha_beta_exact(out_dtype):
 
 
 @pytest.mark.parametrize("cfg", [WgmmaConfig(256), WgmmaConfig(128), WgmmaConfig(256, cluster_m=2),
-                                 WgmmaConfig(256, persistent=False)], ids=repr)
+                                 WgmmaConfig(256, persistent=False),
+                                 WgmmaConfig(256, stages=4, mma_pipe=0),
+                                 WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0)], ids=repr)
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_wgmma_layouts_alpha_beta(cfg, orders, out_dtype):

@@ -87,6 +87,59 @@ def test_explicit_stream_of_every_framework(kind):
     assert torch.equal(t_read, new_x.t())
 
 
+def test_numba_out_is_stream_ordered_and_never_blocks_the_host():
+    # matmul / transpose without out on numba arrays: out comes from the stream-ordered pool
+    # (cuMemAllocAsync), and dropped outputs are freed in stream order (cuMemFreeAsync on the
+    # legacy stream) when numba flushes its pending frees, with no wait for the GPU. numba's
+    # own device_array frees with cuMemFree, which would wait here for the sleep to finish.
+    from cuda.bindings import driver
+
+    a_h = random_array((256, 192), np.float16)
+    b_h = random_array((192, 320), np.float16)
+    x_h = random_array((300, 520), np.float32)
+    a, b, x = cuda.to_device(a_h), cuda.to_device(b_h), cuda.to_device(x_h)
+    c, t = numba_tma.matmul(a, b), numba_tma.transpose(x)        # plans cached
+    cuda.synchronize()
+    want = a_h.astype(np.float64) @ b_h.astype(np.float64)
+    np.testing.assert_allclose(c.copy_to_host(), want, rtol=2e-2, atol=2e-2)
+    assert np.array_equal(t.copy_to_host(), x_h.T)
+    del c, t
+    cuda.current_context().deallocations.clear()
+    torch.cuda._sleep(10 * SLEEP_CYCLES)        # ~1 s on the legacy default stream (torch's)
+    for _ in range(40):                          # each output dropped at once
+        numba_tma.matmul(a, b)
+        numba_tma.transpose(x)
+    c, t = numba_tma.matmul(a, b), numba_tma.transpose(x)
+    assert isinstance(c, cuda.devicearray.DeviceNDArray) and c.shape == (256, 320)
+    assert t.shape == (520, 300) and t.is_c_contiguous()
+    cuda.current_context().deallocations.clear()
+    err, = driver.cuStreamQuery(driver.CUstream(0))
+    assert err == driver.CUresult.CUDA_ERROR_NOT_READY, "a call waited for the GPU"
+    cuda.synchronize()
+    np.testing.assert_allclose(c.copy_to_host(), want, rtol=2e-2, atol=2e-2)
+    assert np.array_equal(t.copy_to_host(), x_h.T)
+    # The arrays work as numba arrays: slicing, a kernel reading them, copy back.
+    np.testing.assert_allclose(c[1:3].copy_to_host(), want[1:3], rtol=2e-2, atol=2e-2)
+
+
+def test_numba_out_on_a_stream_follows_that_stream():
+    s = torch.cuda.Stream()
+    stream = cuda.external_stream(s.cuda_stream)
+    x = torch.randn(700, 260, device="cuda")
+    new_x = torch.randn_like(x)
+    xn = cuda.as_cuda_array(x)                   # a numba view: out is numba's, from the pool
+    numba_tma.transpose(xn, stream=stream)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        x.copy_(new_x)
+    t = numba_tma.transpose(xn, stream=stream)   # allocated and run on s, after the producer
+    with torch.cuda.stream(s):
+        t_read = torch.as_tensor(t, device="cuda").clone()
+    torch.cuda.synchronize()
+    assert torch.equal(t_read, new_x.t())
+
+
 def test_cupy_current_stream_is_the_default():
     cupy = pytest.importorskip("cupy")
     s = cupy.cuda.Stream(non_blocking=True)
