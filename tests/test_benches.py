@@ -755,6 +755,16 @@ def test_every_bench_takes_plot(script):
     assert "--plot PNG" in out
 
 
+def test_host_plot_leaves_out_first_calls():
+    doc = {"bench": "host", "results": [
+        {"op": "matmul(a, b)", "n": 256, "host_us": 13.8},
+        {"op": "matmul(a, b)", "n": 1024, "host_us": 14.3},
+        {"op": "matmul first call, process 1 (empty cache)", "n": 1024, "host_us": 3.06e6}]}
+    panels, ylabel, _ = toolkit.plot_panels(doc)
+    assert panels == {"": {"matmul(a, b)": [("256", 13.8), ("1024", 14.3)]}}
+    assert ylabel == "host us per call"
+
+
 def test_plot_panels_group_by_dtype_and_kernel():
     doc = {"bench": "gemm", "gpu": "G", "results": [
         dict(kernel="cublas", shape=[8, 8, 8], in_dtype="float16", out_dtype="float16",

@@ -11,7 +11,13 @@ probe ``wgmma_probe``):
 2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
    tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS in
    ``gemm-configs-h100.txt``): 719 and 726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton).
-   ``matmul()`` runs this rung.
+   ``matmul()`` runs this rung with 4 stages and ``mma_pipe=0``: each consumer retires a slot's
+   wgmma group before it moves on and releases the slot at once, instead of keeping one group
+   in flight and releasing the slot before. On the H200 the two run within a percent of each
+   other (``gemm-h200.json``: 4096^3 fp16 729 against 727 TFLOP/s, 0.96x cuBLAS; 8192^3 bf16
+   764 against 771), and the 4-stage form was equal or ahead at every operand layout in side
+   runs. At shapes whose tiles fill whole waves it is still 0.96x cuBLAS
+   (``gemm-pipeline-h200.txt``): the gap is the per-tile rate, not only the tail.
 3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. On aligned rows it costs a little
    (686 / 717); where a stored row is not a multiple of 128 bytes it pays: 4095 x 4104 x 4096 556
    against 534, 3000 x 5000 x 2000 534 against 482, so ``matmul()`` picks it there.
