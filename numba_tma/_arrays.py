@@ -82,9 +82,8 @@ def stream_ordered_array(shape, dtype, stream=0):
     streams, the default and per-thread default streams), as numba's synchronous free is;
     work on a non-blocking stream (a torch or CuPy stream handed in as ``stream=``) that reads
     the array must be synchronised before the array is dropped, as with torch's and CuPy's
-    own pools. During a CUDA graph capture,
-    under the simulator, or where the driver has no memory pools, it is numba's
-    ``cuda.device_array``."""
+    own pools. During a CUDA graph capture, under the simulator, or where the driver has no
+    memory pools, it is numba's ``cuda.device_array``."""
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     nbytes = dtype.itemsize * math.prod(shape)

@@ -427,10 +427,10 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
     row-major float16/bfloat16/float32; allocated (like ``a``, dtype ``out_dtype`` or ``a``'s) when
     None, in which case ``beta`` must be 0 (for numba arrays from CUDA's stream-ordered pool on
-    the call's stream, freed in stream order once dropped: ``_arrays.stream_ordered_array``). ``config`` forces a kernel: a
-    :class:`~numba_tma.kernels.gemm_wgmma.WgmmaConfig` (the wgmma GEMM, chosen per shape when
-    None) or a :class:`~numba_tma.kernels.gemm_tma.GemmConfig` (the mma.sync rung). Needs an
-    sm_90 GPU.
+    the call's stream, freed in stream order once dropped: ``_arrays.stream_ordered_array``).
+    ``config`` forces a kernel: a :class:`~numba_tma.kernels.gemm_wgmma.WgmmaConfig` (the
+    wgmma GEMM, chosen per shape when None) or a
+    :class:`~numba_tma.kernels.gemm_tma.GemmConfig` (the mma.sync rung). Needs an sm_90 GPU.
 
     Streams: runs asynchronously on ``stream`` (a ``torch.cuda.Stream``, CuPy or numba stream,
     cuda.core stream or raw handle); without one, on torch's current stream for torch tensors
