@@ -16,6 +16,7 @@ Device intrinsics (call them inside ``@cuda.jit`` kernels):
 Kernels (functions; their modules are ``numba_tma.transpose_api`` and ``numba_tma.matmul_api``):
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
     ``numba_tma.matmul``    alpha * a @ b + beta * out on tensor cores (TMA + wgmma)
+    ``numba_tma.release_outputs``  free the blocks that dropped numba outputs left for reuse
 Host side:
     ``numba_tma.TensorMap`` a validated CUtensorMap (tile mode) in device memory
     ``numba_tma.Im2colTensorMap`` the same for im2col mode (NWC / NHWC / NDHWC convolutions)
@@ -40,6 +41,7 @@ from .tensormap_im2col import Im2colTensorMap
 from . import matmul_api, transpose_api
 from .matmul_api import matmul
 from .transpose_api import transpose
+from ._arrays import release_outputs
 
 # The modules were numba_tma/transpose.py and numba_tma/matmul.py, names the functions above
 # shadow. Their old dotted names still import the modules (``from numba_tma.transpose import
@@ -49,6 +51,6 @@ sys.modules[__name__ + ".transpose"] = transpose_api
 sys.modules[__name__ + ".matmul"] = matmul_api
 
 __all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "gmem", "matmul",
-           "matmul_api", "mbarrier", "smem", "swizzle", "tensormap_device", "tma", "transpose",
-           "transpose_api", "warp"]
+           "matmul_api", "mbarrier", "release_outputs", "smem", "swizzle", "tensormap_device",
+           "tma", "transpose", "transpose_api", "warp"]
 __version__ = "0.1.0"

@@ -55,6 +55,12 @@ def _cai_key(x):
     return (cai["data"][0], tuple(cai["shape"]), cai.get("strides"), cai["typestr"])
 
 
+def _numba_key(x):
+    # numba's interface builds a dict and tests contiguity on every access; the attributes
+    # behind it are cheaper (the address as the interface gives it, strides always explicit).
+    return (x.device_ctypes_pointer.value or 0, x.shape, x.strides, x.dtype.str)
+
+
 def _cupy_key(x):
     # CuPy builds its interface dict on every access; its own attributes are cheaper.
     return (x.data.ptr, x.shape, x.strides, x.dtype.str)
@@ -70,9 +76,19 @@ def _keyer(x):
         return _torch_key
     if kind.__module__.split(".")[0] == "cupy" and hasattr(kind, "data"):
         return _cupy_key
+    if _is_numba_array_type(kind):
+        return _numba_key
     if hasattr(kind, "__cuda_array_interface__"):
         return _cai_key
     return None                 # decided per object (an interface set on the instance)
+
+
+def _is_numba_array_type(kind):
+    try:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
+    except ImportError:
+        return False
+    return issubclass(kind, DeviceNDArrayBase)
 
 
 def operand_key(x):

@@ -151,8 +151,8 @@ _repeats = BoundedCache(REPEAT_CACHE_SIZE)
 
 def transpose(src, out=None, *, kernel=None, stream=None):
     """Transpose the last two axes of ``src`` into ``out`` (allocated when None, like ``src``: numba
-    arrays from CUDA's stream-ordered pool on the call's stream, freed in stream order once
-    dropped, ``_arrays.stream_ordered_array``) and return ``out``.
+    arrays a recycled block of a dropped output, or CUDA's stream-ordered pool, in stream
+    order: ``_arrays.stream_ordered_array``) and return ``out``.
 
     ``kernel`` forces one of ``transpose_kernels()`` by name (benchmarks, tests); by default the
     fastest one that applies is chosen.
@@ -167,13 +167,18 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     """
     ks = operand_key(src)
     if ks is not None and not numba_config.ENABLE_CUDASIM:
-        handle = None
+        handle = ctx = None
         if out is None and len(ks[1]) in (2, 3) and _allocates_cheaply(src):
             shape = ks[1]
             handle = call_stream(stream, src)
-            out = allocate_like(src, (*shape[:-2], shape[-1], shape[-2]), stream=handle)
+            ctx = context_id_or_none()
+            out = allocate_like(src, (*shape[:-2], shape[-1], shape[-2]), stream=handle,
+                                ctx_id=ctx)
         ko = None if out is None else operand_key(out)
-        ctx = None if ko is None else context_id_or_none()
+        if ko is None:
+            ctx = None
+        elif ctx is None:
+            ctx = context_id_or_none()
         if ctx is not None:
             key = (ctx, kernel, ks[1:], ko[1:], ks[0] % 128, ko[0] % 128)
             hit = _repeats.get(key)

@@ -398,3 +398,133 @@ def test_cache_keeps_at_most_max_entries_least_recently_used_first(cache_root, m
     assert left == {f"key-{i}" for i in (0, *range(3, 11))}
     assert kernel_cache.clear() == 9
     assert kernel_cache.load("key-0") is None
+
+
+# -- recycled numba outputs ------------------------------------------------------------------
+
+class _FakeContext:
+    """What the output pool reads of a numba context: its pending deallocations."""
+
+    def __init__(self):
+        self.freed = []
+
+        class _Deallocations:
+            @staticmethod
+            def add_item(fn, ptr, nbytes):
+                self.freed.append((fn, ptr, nbytes))
+
+        self.deallocations = _Deallocations()
+
+
+def _pool(limit, ctx_id=7):
+    from numba_tma._arrays import OutputPool
+
+    pool, ctx = OutputPool(limit), _FakeContext()
+    pool._contexts[ctx_id] = ctx          # (cuda.current_context() needs a GPU)
+    return pool, ctx
+
+
+def test_output_pool_recycles_a_dropped_block_of_the_same_size_and_context():
+    import numpy as np
+
+    pool, ctx = _pool(1 << 20)
+    f16 = np.dtype(np.float16)
+    a = pool.wrap(7, 0x7F0000000000, 2048, (32, 32), f16)
+    assert pool.take(7, 2048) is None                     # a live output is never handed out
+    del a
+    assert pool.held_bytes() == 2048
+    assert pool.take(7, 4096) is None and pool.take(8, 2048) is None   # other size, context
+    assert pool.take(7, 2048) == 0x7F0000000000
+    assert pool.take(7, 2048) is None and pool.held_bytes() == 0
+    assert ctx.freed == []
+
+
+def test_output_pool_block_comes_back_once_on_free_or_death_and_not_while_a_view_lives():
+    import numpy as np
+
+    pool, ctx = _pool(1 << 20)
+    f16 = np.dtype(np.float16)
+    a = pool.wrap(7, 0x5000, 2048, (32, 32), f16)
+    a.gpu_data.free()                     # numba's explicit free: back at once, once
+    assert pool.take(7, 2048) == 0x5000
+    del a
+    assert pool.take(7, 2048) is None and ctx.freed == []
+    b = pool.wrap(7, 0x6000, 2048, (32, 32), f16)
+    view = b.gpu_data.view(64, 128)       # what a slice of the array holds
+    del b
+    assert pool.held_bytes() == 0         # the view keeps the block
+    del view
+    assert pool.take(7, 2048) == 0x6000
+
+
+def test_output_pool_frees_past_its_limit_in_stream_order():
+    import numpy as np
+
+    from numba_tma import _arrays
+
+    pool, ctx = _pool(3000)
+    f32 = np.dtype(np.float32)
+    a = pool.wrap(7, 0x1000, 2048, (512,), f32)
+    b = pool.wrap(7, 0x2000, 2048, (512,), f32)
+    del a, b                              # the second would pass the limit: freed
+    assert pool.held_bytes() == 2048
+    assert ctx.freed == [(_arrays._free_async, 0x2000, 2048)]
+    off, ctx_off = _pool(0)
+    c = off.wrap(7, 0x3000, 64, (16,), f32)
+    del c
+    assert off.held_bytes() == 0 and ctx_off.freed == [(_arrays._free_async, 0x3000, 64)]
+
+
+def test_output_pool_release_frees_the_current_contexts_blocks(monkeypatch):
+    import numpy as np
+
+    from numba_tma import _arrays
+
+    pool, _ = _pool(1 << 20)
+    pool._contexts[9] = _FakeContext()
+    f16 = np.dtype(np.float16)
+    arrays = [pool.wrap(7, 0x1000, 512, (256,), f16), pool.wrap(7, 0x2000, 512, (256,), f16),
+              pool.wrap(9, 0x3000, 512, (256,), f16)]
+    del arrays
+    freed = []
+    monkeypatch.setattr(_arrays, "context_id", lambda: 7)
+    monkeypatch.setattr(_arrays, "_free_async", freed.append)
+    assert pool.release() == 1024
+    assert sorted(freed) == [0x1000, 0x2000]     # context 9 is gone: forgotten, not freed
+    assert pool.held_bytes() == 0 and pool.take(9, 512) is None
+
+
+def test_output_pool_arrays_are_numba_arrays_like_the_constructors():
+    import numpy as np
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from numba.cuda.cudadrv.driver import MemoryPointer
+
+    pool, _ = _pool(1 << 20)
+    f16 = np.dtype(np.float16)
+    first = pool.wrap(7, 0x10000, 2 * 300 * 520, (300, 520), f16)      # builds the template
+    again = pool.wrap(7, 0x90000, 2 * 300 * 520, (300, 520), f16)      # from the template
+    plain = DeviceNDArray((300, 520), (1040, 2), f16,
+                          gpu_data=MemoryPointer(None, ctypes.c_void_p(0x90000), 312000))
+    for arr, ptr in ((first, 0x10000), (again, 0x90000)):
+        assert type(arr) is DeviceNDArray and arr.is_c_contiguous()
+        want = dict(plain.__cuda_array_interface__, data=(ptr, False))
+        assert arr.__cuda_array_interface__ == want
+        assert arr.gpu_data.size == 312000
+    assert _calls.operand_key(again) == (0x90000, (300, 520), (1040, 2), "<f2")
+    assert again._dummy is first._dummy           # shared, as numba's own bind() shares it
+
+
+def test_numba_operand_key_reads_the_interface_address():
+    import numpy as np
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from numba.cuda.cudadrv.driver import MemoryPointer, binding
+
+    mem = MemoryPointer(None, ctypes.c_void_p(0x40000), 4096)
+    arr = DeviceNDArray((16, 64), (128, 2), np.float16, gpu_data=mem)
+    cai = arr.__cuda_array_interface__
+    assert _calls.operand_key(arr) == (cai["data"][0], (16, 64), (128, 2), cai["typestr"])
+    t = DeviceNDArray((64, 16), (2, 128), np.float16, gpu_data=mem)    # a transposed view
+    assert _calls.operand_key(t)[2] == (2, 128)
+    null = DeviceNDArray((16, 64), (128, 2), np.float16,
+                         gpu_data=MemoryPointer(None, binding.CUdeviceptr(0), 0))
+    assert _calls.operand_key(null)[0] == 0           # (ctypes gives None for address 0)

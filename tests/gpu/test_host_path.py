@@ -122,6 +122,63 @@ def test_numba_out_is_stream_ordered_and_never_blocks_the_host():
     np.testing.assert_allclose(c[1:3].copy_to_host(), want[1:3], rtol=2e-2, atol=2e-2)
 
 
+def test_numba_outputs_recycle_dropped_blocks_in_stream_order():
+    # A dropped numba output's block serves the next output of its size on the legacy stream
+    # (no driver allocation); a live one never does; reuse while the GPU still runs the work
+    # that read the old contents is ordered after it (all on the legacy stream, held by a sleep).
+    from numba_tma import _arrays
+
+    numba_tma.release_outputs()
+    x_h, y_h = random_array((300, 520), np.float32), random_array((300, 520), np.float32)
+    x, y = cuda.to_device(x_h), cuda.to_device(y_h)
+    t = numba_tma.transpose(x)
+    first = t.device_ctypes_pointer.value
+    live = numba_tma.transpose(y)                  # t is alive: another block
+    assert live.device_ctypes_pointer.value != first
+    cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)               # holds the legacy stream (torch's default)
+    saved = cuda.device_array((520, 300), np.float32)
+    saved.copy_to_device(t)                        # a reader of t, queued behind the sleep
+    del t
+    assert _arrays.OUTPUTS.held_bytes() >= 520 * 300 * 4
+    again = numba_tma.transpose(y)                 # t's block, written after the copy read it
+    assert again.device_ctypes_pointer.value == first
+    cuda.synchronize()
+    assert np.array_equal(saved.copy_to_host(), x_h.T)
+    assert np.array_equal(again.copy_to_host(), y_h.T)
+    assert np.array_equal(live.copy_to_host(), y_h.T)
+    # matmul's outputs recycle too, overwritten with the new product (not the old one).
+    a_h, b_h = random_array((256, 192), np.float16), random_array((192, 320), np.float16)
+    a, b = cuda.to_device(a_h), cuda.to_device(b_h)
+    c = numba_tma.matmul(a, b)
+    where = c.device_ctypes_pointer.value
+    del c
+    c2 = numba_tma.matmul(cuda.to_device(-a_h), b)
+    assert c2.device_ctypes_pointer.value == where
+    want = -(a_h.astype(np.float64) @ b_h.astype(np.float64))
+    np.testing.assert_allclose(c2.copy_to_host(), want, rtol=2e-2, atol=2e-2)
+    del again, live, c2
+    assert numba_tma.release_outputs() >= 520 * 300 * 4 + 256 * 320 * 2
+    assert _arrays.OUTPUTS.held_bytes() == 0
+    cuda.synchronize()
+
+
+def test_numba_outputs_past_the_pool_limit_are_freed(monkeypatch):
+    from numba_tma import _arrays
+
+    numba_tma.release_outputs()
+    monkeypatch.setattr(_arrays.OUTPUTS, "limit", 0)
+    x_h = random_array((64, 96), np.float32)
+    x = cuda.to_device(x_h)
+    for _ in range(3):
+        t = numba_tma.transpose(x)
+        assert np.array_equal(t.copy_to_host(), x_h.T)
+        del t
+        assert _arrays.OUTPUTS.held_bytes() == 0
+    cuda.current_context().deallocations.clear()     # the stream-ordered frees run
+    cuda.synchronize()
+
+
 def test_numba_out_on_a_stream_follows_that_stream():
     s = torch.cuda.Stream()
     stream = cuda.external_stream(s.cuda_stream)
