@@ -144,6 +144,11 @@ def kernels(torch):
         "wgmma_persistent_s3": (None, None, forced(WgmmaConfig(256, stages=3))),
         "wgmma_persistent_c2_s4_p0": (None, None, forced(WgmmaConfig(256, cluster_m=2, stages=4,
                                                                      mma_pipe=0))),
+        # 256 x 128 tiles (each consumer two m64 halves): fewer waves at some shapes
+        "wgmma_persistent_m256": (None, None, forced(WgmmaConfig(128, stages=4, mma_pipe=0,
+                                                                 bm=256))),
+        "wgmma_persistent_m256_c2": (None, None, forced(WgmmaConfig(128, stages=4, mma_pipe=0,
+                                                                    bm=256, cluster_m=2))),
         "wgmma_tile_per_block": (None, None, forced(WgmmaConfig(256, stages=4,
                                                                 persistent=False))),
         "mma_sync": (None, None, forced(GemmConfig(128, 256, 4))),

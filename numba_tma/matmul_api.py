@@ -43,7 +43,16 @@ def _dtype_label(array):
     cai = None if dtype is not None else getattr(array, "__cuda_array_interface__", None)
     if isinstance(cai, dict) and "typestr" in cai:
         return dtype_name(cai["typestr"])
-    return str(dtype)
+    try:
+        label = _labels.get(dtype)
+    except TypeError:                   # an unhashable dtype object
+        return str(dtype)
+    if label is None:                   # (a numpy dtype's str() is Python code: microseconds)
+        label = _labels[dtype] = str(dtype)
+    return label
+
+
+_labels = {}
 
 
 def _kind(array, argname, table):
@@ -173,14 +182,29 @@ def choose_config(m, n, k, row_bytes=()):
     spans two L2 lines, and halving B's loads paid: H100 fp16 4095 x 4104 x 4096 0.78x cuBLAS
     against 0.68x, 3000 x 5000 x 2000 0.86x against 0.78x; on aligned rows the clusters cost
     0.968x -> 0.951x at 8192^3). At 2048^3: 128 x 256 0.95x, 128 x 128 0.92x. Side runs:
-    ``benches/results/gemm-configs-h100.txt``."""
-    half = _sm_count() // 2
+    ``benches/results/gemm-configs-h100.txt``.
+
+    Where 256 x 128 tiles (``bm=256``, same area) take fewer waves of the SMs than 128 x 256
+    ones, those: every block waits for the last wave, so at 4095 x 4104 the 17th column of
+    256 (8 columns wide) costs 5 waves of 2-CTA clusters where 33 columns of 128 take 4."""
+    sms = _sm_count()
     for bn in (256, 128):
-        if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / bn) >= half:
-            if bn == 256 and any(r % 128 for r in row_bytes):
-                return _WGMMA_CLUSTER
-            return _WGMMA_CONFIGS[bn]
+        if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / bn) >= sms // 2:
+            if bn == 128:
+                return _WGMMA_CONFIGS[bn]
+            aligned = not any(r % 128 for r in row_bytes)
+            wide = _WGMMA_CONFIGS[256] if aligned else _WGMMA_CLUSTER
+            tall = _WGMMA_TALL if aligned else _WGMMA_TALL_CLUSTER
+            return tall if waves(m, n, tall, sms) < waves(m, n, wide, sms) else wide
     return _WGMMA_CONFIGS[64]
+
+
+def waves(m, n, cfg, sms):
+    """Rounds of a persistent ``cfg`` launch over ``sms`` SMs: its units of work (a tile, or a
+    cluster's tiles) over the units that run at once (one per SM, or per SM pair)."""
+    cm = cfg.cluster_m
+    units = math.ceil(math.ceil(m / cfg.bm) / cm) * math.ceil(n / cfg.bn)
+    return math.ceil(units / max(1, sms // cm))
 
 
 #: Per tile width: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the
@@ -191,6 +215,9 @@ _WGMMA_CONFIGS = {256: gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0),
                   128: gemm_wgmma.WgmmaConfig(128, stages=6),
                   64: gemm_wgmma.WgmmaConfig(64, stages=8)}
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=3, cluster_m=2)
+#: 256 x 128 tiles, where they take fewer waves (choose_config).
+_WGMMA_TALL = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256)
+_WGMMA_TALL_CLUSTER = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2)
 
 
 _CONFIG_TYPES = (gemm_wgmma.WgmmaConfig, gemm_tma.GemmConfig)
@@ -426,8 +453,9 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
     row-major float16/bfloat16/float32; allocated (like ``a``, dtype ``out_dtype`` or ``a``'s) when
-    None, in which case ``beta`` must be 0 (for numba arrays from CUDA's stream-ordered pool on
-    the call's stream, freed in stream order once dropped: ``_arrays.stream_ordered_array``).
+    None, in which case ``beta`` must be 0 (for numba arrays a recycled block of a dropped
+    output, or CUDA's stream-ordered pool, in stream order: ``_arrays.stream_ordered_array``;
+    ``numba_tma.release_outputs()`` frees the recycled blocks).
     ``config`` forces a kernel: a :class:`~numba_tma.kernels.gemm_wgmma.WgmmaConfig` (the
     wgmma GEMM, chosen per shape when None) or a
     :class:`~numba_tma.kernels.gemm_tma.GemmConfig` (the mma.sync rung). Needs an sm_90 GPU.
@@ -446,6 +474,7 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     on the captured buffers before capturing.
     """
     handle = call_stream(stream, a)
+    ctx = None
     if out is None and out_dtype is None and beta == 0 and _torch_like(a, b):
         out = a.new_empty((a.shape[0], b.shape[1]))     # a's dtype; checked with a's below
     if out is None:
@@ -455,14 +484,16 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         kind = in_kind if out_dtype is None else _OUT_KINDS.get(_dtype_name(out_dtype))
         if kind is None:
             raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
-        out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind], stream=handle)
+        ctx = context_id_or_none()
+        out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind], stream=handle, ctx_id=ctx)
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
     ka, kb, ko = operand_key(a), operand_key(b), operand_key(out)
     key = layout_key = None
     known_config = config is None or isinstance(config, _CONFIG_TYPES)   # else: reported below
-    ctx = None
-    if ka is not None and kb is not None and ko is not None and known_config:
+    if ka is None or kb is None or ko is None or not known_config:
+        ctx = None
+    elif ctx is None:
         ctx = context_id_or_none()
     if ctx is not None:
         cfg_key = None if config is None else config.key()
@@ -523,7 +554,8 @@ def matmul_kernels():
 
     Each launcher returns ``out`` (allocated when None) and has a ``kind``: ``"shipped"`` (in
     :mod:`numba_tma.kernels`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile, the
-    persistent kernel ``matmul()`` runs, its 2-CTA cluster form and its stream-K form, and the
+    persistent kernel ``matmul()`` runs, its 2-CTA cluster form, its stream-K form and its
+    256 x 128 tiles, and the
     ``mma.sync`` ``GemmConfig`` rung; each validates like ``matmul()``) or ``"ladder"`` (in
     :mod:`numba_tma.ladders`: seed 004's SIMT fp32 GEMM, float32 operands only, and seed 002's
     one-warp rungs, 16 x 16 float16 operands only; each checks its own operands); its
@@ -550,6 +582,7 @@ def matmul_kernels():
         "wgmma_persistent": forced(gemm_wgmma.WgmmaConfig()),
         "wgmma_persistent_c2": forced(gemm_wgmma.WgmmaConfig(cluster_m=2)),
         "wgmma_persistent_sk": forced(gemm_wgmma.WgmmaConfig(stream_k=True)),
+        "wgmma_persistent_m256": forced(_WGMMA_TALL),
         "mma_sync": forced(gemm_tma.GemmConfig()),
         "simt_fp32": seed(simt_gemm.simt_gemm),
         **{f"warp16_{rung}": seed(fn) for rung, fn in warp_gemm.LADDER.items()},

@@ -159,7 +159,13 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
               (True, False, "f16", "f16", False, 256, {"stages": 4, "mma_pipe": 0,
                                                        "cluster_m": 2}),
               (True, True, "f16", "bf16", False, 256, {"stages": 4, "mma_pipe": 0,
-                                                       "persistent": False})]
+                                                       "persistent": False}),
+              # 256 x 128 tiles: each consumer two m64 halves, 2 x 64 accumulators
+              (True, False, "f16", "f16", False, 128, {"stages": 4, "mma_pipe": 0, "bm": 256}),
+              (False, True, "bf16", "f32", True, 128, {"stages": 4, "mma_pipe": 0, "bm": 256}),
+              (True, False, "f16", "f16", False, 128, {"stages": 4, "mma_pipe": 0, "bm": 256,
+                                                       "cluster_m": 2}),
+              (False, False, "f16", "f32", True, 128, {"stages": 4, "bm": 256})]
 
 
 @offline
@@ -174,7 +180,7 @@ def test_gemm_sass(case):
     assert kb.has("USETMAXREG.DEALLOC") and kb.has("USETMAXREG.TRY_ALLOC")
     lines = _gmma_lines(kb)
     assert lines and all(ln.startswith(f"HGMMA.64x{bn}x16.F32") for ln in lines)
-    assert len(lines) % 4 == 0                           # 4 k16 steps per 64-deep slot
+    assert len(lines) % (4 * cfg.bm // 128) == 0         # 4 k16 steps per slot and m64 half
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
     assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m == 2)
@@ -231,6 +237,20 @@ def test_config_errors():
     with pytest.raises(ValueError, match="shared memory"):
         gemm_wgmma.WgmmaConfig(256, stages=8)
     assert gemm_wgmma.smem_bytes(gemm_wgmma.DEFAULT_CONFIG, 2) <= gemm_wgmma.MAX_DYNAMIC_SMEM
+    with pytest.raises(ValueError, match="bm = 192 must be 128 or 256"):
+        gemm_wgmma.WgmmaConfig(128, bm=192)
+    for bad in (dict(bn=256), dict(bn=128, persistent=False, stages=4),
+                dict(bn=128, stream_k=True)):
+        with pytest.raises(ValueError, match="bm = 256 .* needs persistent=True, "
+                                             "stream_k=False and bn <= 128"):
+            gemm_wgmma.WgmmaConfig(bm=256, **bad)
+    tall = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2)
+    assert "bm=256" in repr(tall) and gemm_wgmma.WgmmaConfig(*tall.key()[1:]).key() == tall.key()
+    assert tall.key() != gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, cluster_m=2).key()
+    # the same slot bytes as 128 x 256 tiles; 9 rows of 256 in pairs: 5 pairs x 8 columns
+    assert gemm_wgmma.smem_bytes(tall, 2) == gemm_wgmma.smem_bytes(
+        gemm_wgmma.WgmmaConfig(256, stages=4), 2)
+    assert gemm_wgmma.grid_size(2100, 1000, tall, 1000) == 5 * 2 * 8
 
 
 def _typing_error(body, match):
@@ -265,23 +285,32 @@ def test_typing_errors():
 def test_choose_config(monkeypatch):
     # matmul's chooser on a 132-SM GPU: 128 x 256 tiles where they give half the SMs a tile,
     # narrower ones below; 2-CTA clusters (multicast B) where a stored row is not a multiple
-    # of 128 bytes.
+    # of 128 bytes; 256 x 128 tiles where they take fewer waves than 128 x 256.
     import sys
 
     mm = sys.modules["numba_tma.matmul_api"]
     monkeypatch.setattr(mm, "_sm_count", lambda: 132)
-    for (m, n, k), rows, bn, cm in (((8192, 8192, 8192), (16384, 16384), 256, 1),
-                                    ((2048, 2048, 2048), (4096, 4096), 256, 1),
-                                    ((4095, 4104, 4096), (8192, 8208), 256, 2),
-                                    ((3000, 5000, 2000), (4000, 10000), 256, 2),
-                                    ((1024, 2048, 1024), (2048, 4096), 128, 1),
-                                    ((1000, 1000, 1000), (2000, 2000), 64, 1),
-                                    ((1, 8, 8), (), 64, 1)):
+    for (m, n, k), rows, bm, bn, cm in (((8192, 8192, 8192), (16384, 16384), 128, 256, 1),
+                                        ((2048, 2048, 2048), (4096, 4096), 128, 256, 1),
+                                        ((4095, 4104, 4096), (8192, 8208), 256, 128, 2),
+                                        ((4095, 4104, 4096), (8192, 8320), 256, 128, 1),
+                                        ((3000, 5000, 2000), (4000, 10000), 128, 256, 2),
+                                        ((1024, 8192, 8192), (16384, 16384), 128, 256, 1),
+                                        ((1024, 2048, 1024), (2048, 4096), 128, 128, 1),
+                                        ((1000, 1000, 1000), (2000, 2000), 128, 64, 1),
+                                        ((1, 8, 8), (), 128, 64, 1)):
         cfg = mm.choose_config(m, n, k, rows)
-        assert (cfg.bn, cfg.cluster_m) == (bn, cm) and cfg.persistent, ((m, n, k), cfg)
-        # unclustered 128 x 256: 4 slots, each slot's wgmma group retired before the next
-        assert (cfg.stages, cfg.mma_pipe) == ((4, 0) if (bn, cm) == (256, 1) else
-                                              (cfg.stages, 1)), cfg
+        assert (cfg.bm, cfg.bn, cfg.cluster_m) == (bm, bn, cm) and cfg.persistent, \
+            ((m, n, k), cfg)
+        # unclustered 128 x 256 and every 256 x 128: 4 slots, each slot's group retired
+        assert (cfg.stages, cfg.mma_pipe) == ((4, 0) if (bn, cm) == (256, 1) or bm == 256
+                                              else (cfg.stages, 1)), cfg
+    # the wave model: 4095 x 4104 is 32 x 17 tiles of 128 x 256 (16 x 17 cluster pairs: 5
+    # rounds of 66) but 16 x 33 of 256 x 128 (4 rounds of 132, or of 66 pairs)
+    assert mm.waves(4095, 4104, mm._WGMMA_CLUSTER, 132) == 5
+    assert mm.waves(4095, 4104, mm._WGMMA_TALL_CLUSTER, 132) == 4
+    assert mm.waves(4095, 4104, mm._WGMMA_TALL, 132) == 4
+    assert mm.waves(4096, 4096, mm._WGMMA_CONFIGS[256], 132) == 4
 
 
 def test_stream_k_split():

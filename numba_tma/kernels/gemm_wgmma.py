@@ -2,7 +2,8 @@
 producer warpgroup and two consumer warpgroups (16-bit inputs, fp32 accumulation, f16/bf16/f32
 output). What ``numba_tma.matmul`` runs on sm_90.
 
-The ladder (H100, ``benches/results/gemm-h100.json``, fp16 in and out; below it ``gemm_tma``'s
+The ladder (H100, ``benches/results/gemm-h100-2026-11-25.json``, fp16 in and out, unless another
+run is named; below it ``gemm_tma``'s
 ``mma.sync`` kernel, 465-475 TFLOP/s at 4096^3-8192^3 = 0.62-0.63x cuBLAS, and the one-warpgroup
 probe ``wgmma_probe``):
 
@@ -21,7 +22,14 @@ probe ``wgmma_probe``):
 3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. On aligned rows it costs a little
    (686 / 717); where a stored row is not a multiple of 128 bytes it pays: 4095 x 4104 x 4096 556
    against 534, 3000 x 5000 x 2000 534 against 482, so ``matmul()`` picks it there.
-4. ``WgmmaConfig(stream_k=True)``: the persistent rung with the last, part-filled wave's tiles
+4. ``WgmmaConfig(128, bm=256)``: 256 x 128 tiles, each consumer warpgroup two m64 halves (two
+   ``m64n128k16`` per k16 step on the same B descriptor, 2 x 64 accumulators per thread). The
+   slot bytes and accumulators of a 128 x 256 tile, and its speed where both fill the same
+   waves (``benches/results/gemm-h100.json``: 4096^3 734.1 TFLOP/s against 734.4); where 17
+   columns of 256 would add a round of tiles (4095 x 4104 x 4096: 5 rounds of 66 cluster pairs,
+   33 columns of 128 take 4), ``matmul()`` picks it: 688.5 TFLOP/s (0.93x cuBLAS) against the
+   128 x 256 clusters' 561.7 (0.76x) in the same run.
+5. ``WgmmaConfig(stream_k=True)``: the persistent rung with the last, part-filled wave's tiles
    split along K evenly over every block (``_persistent_kernel``). Aimed at wave quantization:
    128 x 256 tiles fill 3.88 waves of 132 SMs at 4096^3 and 15.5 at 8192^3, so every block
    waits for the last wave's tiles. Exact on the H100 (``tests/gpu/test_gemm_stream_k.py``),
@@ -29,9 +37,9 @@ probe ``wgmma_probe``):
    unsplit rung's 730.9, 8192^3 745.3 against 742.1
    (``benches/results/gemm-variants-h100.txt``), so ``matmul()`` does not choose it.
 
-* One block computes a ``BM x BN`` tile (``BM = 128``: two consumer warpgroups of 64 rows;
-  ``BN`` 128 or 256, one ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator
-  registers per thread). 384 threads: warpgroup 0 is the producer, 1 and 2 the consumers.
+* One block computes a ``bm x BN`` tile (``bm = 128``: two consumer warpgroups of 64 rows, one
+  ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator registers per thread; or
+  ``bm = 256`` with ``BN <= 128``: each consumer 128 rows, two ``m64nBNk16`` per k16 step). 384 threads: warpgroup 0 is the producer, 1 and 2 the consumers.
 * ``setmaxnreg``: the kernel is compiled for 384 threads x 168 registers
   (``launch_bounds=(384, 1)``); the producer gives registers back (``setmaxnreg_dec(56)``) and
   each consumer takes 224 (``setmaxnreg_inc``), which the 128 accumulators need (at 40 the
@@ -87,7 +95,9 @@ CONSUMER_THREADS = CONSUMER_WARPS * 32
 
 
 class WgmmaConfig:
-    """Block tile ``128 x bn`` (``bn`` 64, 128, 192 or 256: the wgmma N), ``stages`` ring slots,
+    """Block tile ``bm x bn`` (``bn`` 64, 128, 192 or 256: the wgmma N; ``bm`` 128, or 256 with
+    ``bn <= 128``, persistent and without stream-K: each consumer warpgroup then two m64 halves
+    of 128 rows), ``stages`` ring slots,
     ``group_m`` tile rows per raster group; ``persistent``: one block per SM walks the tiles,
     its epilogue overlapping the next tile's loads (else one block per tile, the first rung);
     ``cluster_m`` (persistent only): 2 makes CTA pairs along M share B, each loading half of
@@ -103,10 +113,10 @@ class WgmmaConfig:
     keeps the tensor cores fed meanwhile)."""
 
     __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers",
-                 "mma_pipe")
+                 "mma_pipe", "bm")
 
     def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
-                 stream_k=False, c_buffers=2, mma_pipe=1):
+                 stream_k=False, c_buffers=2, mma_pipe=1, bm=BM):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -133,6 +143,13 @@ class WgmmaConfig:
         if mma_pipe not in (0, 1):
             raise ValueError(f"mma_pipe = {mma_pipe} must be 0 or 1 (wgmma groups left in "
                              f"flight per consumer)")
+        if bm not in (BM, 2 * BM):
+            raise ValueError(f"bm = {bm} must be {BM} or {2 * BM} (rows of C per block)")
+        if bm != BM and (not persistent or stream_k or bn > 128):
+            raise ValueError(f"bm = {bm} (two m64 halves per consumer) needs persistent=True, "
+                             f"stream_k=False and bn <= 128 (the consumers' accumulators); got "
+                             f"persistent={persistent}, stream_k={stream_k}, bn={bn}")
+        self.bm = bm
         self.stream_k = bool(stream_k)
         self.c_buffers = c_buffers
         self.mma_pipe = mma_pipe
@@ -141,17 +158,17 @@ class WgmmaConfig:
             raise ValueError(f"{self!r} needs {need} bytes of shared memory; a block may have "
                              f"{MAX_DYNAMIC_SMEM}: use fewer stages or a smaller bn")
 
-    bm = BM
     threads = THREADS
 
     def key(self):
         return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
-                self.stream_k, self.c_buffers, self.mma_pipe)
+                self.stream_k, self.c_buffers, self.mma_pipe, self.bm)
 
     def __repr__(self):
         more = ", stream_k=True" if self.stream_k else ""
         more += f", c_buffers={self.c_buffers}" if self.c_buffers != 2 else ""
         more += f", mma_pipe={self.mma_pipe}" if self.mma_pipe != 1 else ""
+        more += f", bm={self.bm}" if self.bm != BM else ""
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
                 f"persistent={self.persistent}, cluster_m={self.cluster_m}{more})")
 
@@ -160,7 +177,7 @@ def smem_bytes(cfg, out_itemsize):
     """Dynamic shared memory of one block: barriers, alignment slack, the ring, and C's staging
     (the persistent kernel: ``c_buffers`` 16 x 128-byte boxes per consumer warp; the first rung
     reuses the ring for C)."""
-    ring = cfg.stages * (BM + cfg.bn) * SPAN
+    ring = cfg.stages * (cfg.bm + cfg.bn) * SPAN
     bars = 8 * (2 * cfg.stages + CONSUMER_WARPS) + SWIZZLE_ALIGN
     if cfg.persistent:
         return bars + ring + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES
@@ -171,13 +188,15 @@ def smem_bytes(cfg, out_itemsize):
 DEFAULT_CONFIG = WgmmaConfig()
 
 
-def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind):
+def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM):
     """What both rungs share, for one configuration: the slot and descriptor geometry, the
     producer's loads of one slot, a consumer's wgmmas on one slot (leaving ``PIPE`` groups in
-    flight), and the tile raster."""
-    A_BYTES = BM * SPAN
+    flight), and the tile raster. ``TM``: rows of C per block, 128 (each consumer one m64
+    half) or 256 (two, each with its own accumulators)."""
+    A_BYTES = TM * SPAN
     STAGE_BYTES = A_BYTES + BN * SPAN
-    NACC = BN // 2                              # f32 accumulators per consumer thread
+    NACC = BN // 2                              # f32 accumulators per m64 half per thread
+    HALVES = TM // BM                           # m64 halves per consumer
     mma = wgmma.mma_f32_f16 if in_kind == "f16" else wgmma.mma_f32_bf16
     TA = not a_kmajor
     TB = not b_kmajor
@@ -186,24 +205,40 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind):
     B_LBO, B_SBO = (16, SWIZZLE_ALIGN) if b_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
     A_KSTEP = 32 if a_kmajor else 16 * SPAN
     B_KSTEP = 32 if b_kmajor else 16 * SPAN
-    A_WG = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES    # consumer c's rows of the A slice
-    issue_slot = slice_loader(BM, BN, CM, a_kmajor, b_kmajor)
+    # Bytes from a slot's A rows to row r (a multiple of 64): K-major rows are 128 bytes; an
+    # M-major slice is a run of 64-row boxes.
+    A_ROW64 = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES
+    A_WG = HALVES * A_ROW64                     # consumer c's rows of the A slice
+    issue_slot = slice_loader(TM, BN, CM, a_kmajor, b_kmajor)
 
     @cuda.jit(device=True, inline="always")
-    def mma_slot(acc, tiles, s, c):
-        # Consumer warpgroup c's 4 k16 wgmmas on slot s, committed as one group; returns once
-        # at most PIPE groups are in flight: the group before it (PIPE = 1) or this one
-        # (PIPE = 0) has retired, and its slot may be released.
+    def fence_accumulators(acc, acc2):
+        # The accumulators stay in registers across the asynchronous wgmmas (warpgroup_fence_
+        # operand): every half's.
+        wgmma.fence_operand(acc, NACC)
+        if HALVES == 2:
+            wgmma.fence_operand(acc2, NACC)
+
+    @cuda.jit(device=True, inline="always")
+    def mma_slot(acc, acc2, tiles, s, c):
+        # Consumer warpgroup c's k16 wgmmas on slot s (4, or 4 per m64 half: acc2 holds the
+        # second half's rows), committed as one group; returns once at most PIPE groups are in
+        # flight: the group before it (PIPE = 1) or this one (PIPE = 0) has retired, and its
+        # slot may be released.
         a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
         b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
         wgmma.fence()
         for kk in range(BK // 16):
-            mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP),
-                wgmma.descriptor_advance(b_desc, kk * B_KSTEP), BN, 1, TA, TB)
+            b_k = wgmma.descriptor_advance(b_desc, kk * B_KSTEP)
+            mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP), b_k, BN, 1, TA, TB)
+            if HALVES == 2:
+                mma(acc2, wgmma.descriptor_advance(a_desc, A_ROW64 + kk * A_KSTEP), b_k, BN,
+                    1, TA, TB)
         wgmma.commit_group()
-        wgmma.fence_operand(acc, NACC)
+        fence_accumulators(acc, acc2)
         wgmma.wait_group(PIPE)
-        wgmma.fence_operand(acc, NACC)
+        fence_accumulators(acc, acc2)
+
 
     @cuda.jit(device=True, inline="always")
     def tile_origin(unit, tiles_m, tiles_n, rank):
@@ -214,12 +249,13 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind):
         first_m = intmath.div_u32(unit, width) * group_m
         gsize = min(units_m - first_m, group_m)
         in_group = intmath.rem_u32(unit, width)
-        row0 = ((first_m + intmath.rem_u32(in_group, gsize)) * CM + rank) * BM
+        row0 = ((first_m + intmath.rem_u32(in_group, gsize)) * CM + rank) * TM
         col0 = intmath.div_u32(in_group, gsize) * BN
         return row0, col0
 
-    return SimpleNamespace(NACC=NACC, STAGE_BYTES=STAGE_BYTES,
-                           issue_slot=issue_slot, mma_slot=mma_slot, tile_origin=tile_origin)
+    return SimpleNamespace(NACC=NACC, HALVES=HALVES, STAGE_BYTES=STAGE_BYTES,
+                           issue_slot=issue_slot, mma_slot=mma_slot,
+                           fence_accumulators=fence_accumulators, tile_origin=tile_origin)
 
 
 def _box_writer(out_kind, has_beta):
@@ -280,10 +316,10 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
     ``b_kmajor``: B is stored N x K row-major (else K x N). ``in_kind`` "f16"/"bf16";
     ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA)."""
-    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE = cfg_key
+    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM = cfg_key
     if persistent:
         return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor,
-                                  in_kind, out_kind, has_beta)
+                                  in_kind, out_kind, has_beta, TM)
     LOG_S = S.bit_length() - 1
     P = _pieces(BN, group_m, 1, PIPE, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
@@ -346,7 +382,7 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         for kt in range(num_k):
             s = kt & (S - 1)
             mbarrier.wait(full[s:], (kt >> LOG_S) & 1)
-            mma_slot(acc, tiles, s, c)
+            mma_slot(acc, acc, tiles, s, c)
             # The group of slot kt - PIPE is done: give that slot back to the producer.
             if kt >= PIPE and lane == 0:
                 mbarrier.arrive(empty[(kt - PIPE) & (S - 1):])
@@ -390,7 +426,7 @@ def grid_size(m, n, cfg, resident=None):
     """Blocks to launch: one per tile; persistent: one per tile up to ``resident`` (the blocks
     that fit on the GPU at once, a multiple of ``cfg.cluster_m``), whole clusters."""
     cm = cfg.cluster_m
-    blocks = math.ceil(math.ceil(m / BM) / cm) * cm * math.ceil(n / cfg.bn)
+    blocks = math.ceil(math.ceil(m / cfg.bm) / cm) * cm * math.ceil(n / cfg.bn)
     if cfg.persistent:
         if resident is None or resident < cm:
             raise ValueError(f"a persistent {cfg!r} needs resident >= {cm} (blocks that fit "
@@ -455,7 +491,7 @@ def workspace_floats(bn, blocks):
 
 
 def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, in_kind,
-                       out_kind, has_beta):
+                       out_kind, has_beta, TM=BM):
     """The persistent rung (``WgmmaConfig(persistent=True)``): one block per SM (``CM`` = 2:
     one cluster per SM pair) walks its tiles; the producer runs ahead across tile boundaries,
     so the next tile's first slots load while the consumers' epilogue stores this one.
@@ -479,8 +515,9 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     lowers again for the next launch), and stores C. Every block of a persistent launch is
     resident, and a block waits only on higher-numbered blocks' first segments, which wait
     on nobody: no deadlock."""
-    P = _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind)
+    P = _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM)
     NACC = P.NACC
+    HALVES = P.HALVES
     STAGE_BYTES = P.STAGE_BYTES
     RING_BYTES = S * STAGE_BYTES
     NBARS = 2 * S + CONSUMER_WARPS
@@ -496,6 +533,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
     TIMEOUT = mbarrier.WAIT_TIMEOUT_NS          # the hang-debugging switch, as mbarrier.wait's
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
+    fence_accumulators = P.fence_accumulators
     write_box = _box_writer(out_kind, has_beta)
 
     @cuda.jit(device=True, inline="always")
@@ -520,17 +558,19 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         return s, passes
 
     @cuda.jit(device=True, inline="always")
-    def mma_tile(acc, tiles, full, empty, c, lane, kt0, kt1, s, passes):
-        # Consumer: acc = the product over K slices kt0..kt1 (zeros when there are none);
-        # each slot is given back once the wgmma group reading it has retired. Returns the
-        # ring position.
+    def mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes):
+        # Consumer: acc (and acc2, the second m64 half's rows when HALVES = 2) = the product
+        # over K slices kt0..kt1 (zeros when there are none); each slot is given back once the
+        # wgmma group reading it has retired. Returns the ring position.
         for i in range(NACC):
             acc[i] = 0.0
-        wgmma.fence_operand(acc, NACC)
+            if HALVES == 2:
+                acc2[i] = 0.0
+        fence_accumulators(acc, acc2)
         prev = 0
         for kt in range(kt0, kt1):
             mbarrier.wait(full[s:], passes & 1)
-            mma_slot(acc, tiles, s, c)
+            mma_slot(acc, acc2, tiles, s, c)
             if PIPE == 0:       # this slot's group is done: give the slot back
                 if lane == 0:
                     release(empty[s:])
@@ -543,7 +583,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 s = 0
                 passes += 1
         wgmma.wait_group(0)
-        wgmma.fence_operand(acc, NACC)
+        fence_accumulators(acc, acc2)
         if PIPE and kt1 > kt0 and lane == 0:
             release(empty[prev:])
         return s, passes
@@ -576,20 +616,28 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         return boxes, loads
 
     @cuda.jit(device=True, inline="always")
-    def store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n, alpha,
-                   beta, words, old, boxes, loads):
-        # Epilogue, warp by warp: 16 rows x BN (the producer is already loading the next
-        # tile's slots). Returns the counts of boxes staged (which buffer is next) and of C
-        # boxes loaded for beta (cbar parity). Two loops of at most 4 boxes: the compiler
-        # unrolls those, while one loop over the 8 f32 boxes of a 256-wide tile with beta's
-        # loads stayed a loop, its run-time accumulator index sending all 128 accumulators
-        # to local memory (512 stack bytes).
-        crow = row0 + cw * SLAB_ROWS
+    def store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n,
+                   alpha, beta, words, old, boxes, loads):
+        # Epilogue, warp by warp: 16 rows x BN of each m64 half (the producer is already
+        # loading the next tile's slots). Returns the counts of boxes staged (which buffer is
+        # next) and of C boxes loaded for beta (cbar parity). Loops of at most 4 boxes: the
+        # compiler unrolls those, while one loop over the 8 f32 boxes of a 256-wide tile with
+        # beta's loads stayed a loop, its run-time accumulator index sending all 128
+        # accumulators to local memory (512 stack bytes).
+        crow = row0 + (cw >> 2) * (TM // 2) + (cw & 3) * SLAB_ROWS
         boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
                                    m, n, alpha, beta, words, old, boxes, loads, 0, HALF_BOXES)
         boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
                                    m, n, alpha, beta, words, old, boxes, loads, HALF_BOXES,
                                    C_BOXES)
+        if HALVES == 2:
+            crow += WG_ROWS
+            boxes, loads = store_boxes(acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, crow,
+                                       col0, m, n, alpha, beta, words, old, boxes, loads, 0,
+                                       HALF_BOXES)
+            boxes, loads = store_boxes(acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, crow,
+                                       col0, m, n, alpha, beta, words, old, boxes, loads,
+                                       HALF_BOXES, C_BOXES)
         return boxes, loads
 
     @cuda.jit(device=True, inline="always")
@@ -659,7 +707,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             hi = sk_first(cid + 1, sk_iters, nclusters)
             while it < hi:
                 t, k0, k1 = sk_segment(it, hi, num_k)
-                s, passes = mma_tile(acc, tiles, full, empty, c, lane, k0, k1, s, passes)
+                s, passes = mma_tile(acc, acc, tiles, full, empty, c, lane, k0, k1, s, passes)
                 if k0 == 0:
                     # This block finishes the tile: add the partials of the blocks whose
                     # shares start inside it, then store C.
@@ -677,7 +725,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                         p += 1
                     wgmma.fence_operand(acc, NACC)
                     row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
-                    boxes, loads = store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw,
+                    boxes, loads = store_tile(acc, acc, dyn8, dynf, c_map, cbar, stage, cw,
                                               lane, row0, col0, m, n, alpha, beta, words,
                                               old, boxes, loads)
                 else:
@@ -758,6 +806,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             cw = ct >> 5                            # consumer warp 0..7: 16 rows of C each
             stage = first + RING_BYTES + cw * (NBUF * C_BOX_BYTES)
             acc = cuda.local.array(NACC, np.float32)
+            acc2 = cuda.local.array(NACC, np.float32)     # (unused, so gone, when HALVES = 1)
             words = cuda.local.array(4, np.uint32)
             old = cuda.local.array(4, np.uint32)
             s = 0
@@ -768,9 +817,11 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             while unit < dp_units:
                 row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
                 unit += nclusters
-                s, passes = mma_tile(acc, tiles, full, empty, c, lane, 0, num_k, s, passes)
-                boxes, loads = store_tile(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
-                                          col0, m, n, alpha, beta, words, old, boxes, loads)
+                s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s,
+                                     passes)
+                boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane,
+                                          row0, col0, m, n, alpha, beta, words, old, boxes,
+                                          loads)
             s, passes, boxes, loads = sk_consume(
                 acc, tiles, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units, sk_iters,
                 num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old, ws, flags, s,

@@ -66,6 +66,8 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(128, stages=2, persistent=False),
                                  WgmmaConfig(256, mma_pipe=0),
                                  WgmmaConfig(256, stages=4, persistent=False, mma_pipe=0),
+                                 WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
+                                 WgmmaConfig(64, bm=256), WgmmaConfig(128, bm=256, cluster_m=2),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
                                  GemmConfig(192, 128, 2),   # 6 warps take turns producing
@@ -110,7 +112,10 @@ def test_wgmma_cluster_every_layout(orders):
                                  WgmmaConfig(256, mma_pipe=0),
                                  WgmmaConfig(256, stages=4, mma_pipe=0),
                                  WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0),
-                                 WgmmaConfig(256, stream_k=True, mma_pipe=0)],
+                                 WgmmaConfig(256, stream_k=True, mma_pipe=0),
+                                 WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
+                                 WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2),
+                                 WgmmaConfig(128, stages=3, bm=256, c_buffers=4)],
                          ids=repr)
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_persistent_many_tiles(cfg, out_dtype):
@@ -140,7 +145,10 @@ def test_alpha_beta_exact(out_dtype):
 @pytest.mark.parametrize("cfg", [WgmmaConfig(256), WgmmaConfig(128), WgmmaConfig(256, cluster_m=2),
                                  WgmmaConfig(256, persistent=False),
                                  WgmmaConfig(256, stages=4, mma_pipe=0),
-                                 WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0)], ids=repr)
+                                 WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0),
+                                 WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
+                                 WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2)],
+                         ids=repr)
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_wgmma_layouts_alpha_beta(cfg, orders, out_dtype):
@@ -152,6 +160,22 @@ def test_wgmma_layouts_alpha_beta(cfg, orders, out_dtype):
     matmul(layout(a, orders[0]), layout(b, orders[1]), out, alpha=2.0, beta=-1.0, config=cfg)
     ref = 2.0 * exact_reference(a, b) - c.astype(np.float64)
     np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+
+
+@pytest.mark.parametrize("b_order", ["C", "F"])
+def test_matmul_chooses_256_row_tiles_where_they_take_fewer_waves(b_order):
+    # 4095 x 4104: 17 columns of 128 x 256 tiles (the last 8 wide) against 33 of 256 x 128;
+    # matmul() takes the 256-row tiles, in 2-CTA clusters where B's stored rows are not a
+    # multiple of 128 bytes (row-major B: 8208 bytes), exact against float64.
+    m, n, k = 4095, 4104, 1024
+    a, b = small_ints((m, k)), small_ints((k, n))
+    a_d, b_d = layout(a, "C"), layout(b, b_order)
+    out = poisoned((m, n), np.float32)
+    plan = plan_matmul(a_d, b_d, out)
+    if cuda.get_current_device().MULTIPROCESSOR_COUNT == 132:
+        assert plan.config.bm == 256 and plan.config.cluster_m == (2 if b_order == "C" else 1)
+    matmul(a_d, b_d, out)
+    np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b))
 
 
 def test_seeded_random_shapes():
