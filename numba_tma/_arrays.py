@@ -16,6 +16,7 @@ from cuda.bindings import driver
 from numba import config as cuda_config
 from numba import cuda
 
+from ._calls import BoundedCache
 from .launch import context_id, is_capturing
 from .tensormap import describe_array
 
@@ -92,8 +93,8 @@ def stream_ordered_array(shape, dtype, stream=0, ctx_id=None):
     ``cuMemAllocAsync`` costs the host tens of microseconds more than the launch alone. Work
     on a non-blocking stream (a torch or CuPy stream handed in as ``stream=``: the call's own
     work then too) that uses the array must be synchronised before the array is dropped, as
-    with torch's and CuPy's own pools. During a CUDA graph capture, under the simulator, or where the driver has no
-    memory pools, it is numba's ``cuda.device_array``."""
+    with torch's and CuPy's own pools. During a CUDA graph capture, under the simulator, or
+    where the driver has no memory pools, it is numba's ``cuda.device_array``."""
     shape, dtype, nbytes = OUTPUTS.layout(shape, dtype)
     if cuda_config.ENABLE_CUDASIM or nbytes == 0:
         return cuda.device_array(shape, dtype=dtype)
@@ -112,6 +113,7 @@ def stream_ordered_array(shape, dtype, stream=0, ctx_id=None):
 
 
 _LEGACY = (0, 1)            # the legacy default stream: 0, or CU_STREAM_LEGACY
+LAYOUTS = 64                # array layouts whose conversions and attributes OutputPool keeps
 
 
 class OutputPool:
@@ -129,15 +131,18 @@ class OutputPool:
         # inside a locked section of this very thread.
         self._lock = threading.RLock()
         self._contexts = {}         # context id -> numba Context (cuda.current_context() is slow)
-        self._templates = {}        # (shape, dtype) -> a DeviceNDArray's attributes but gpu_data
-        self._layouts = {}          # (shape, dtype) as asked -> (shape, np.dtype, nbytes)
+        # (shape, dtype) -> a DeviceNDArray's attributes but gpu_data
+        self._templates = BoundedCache(LAYOUTS)
+        # (shape, dtype) as asked -> (shape, np.dtype, nbytes)
+        self._layouts = BoundedCache(LAYOUTS)
 
     def take(self, ctx_id, nbytes):
         """A free block of ``nbytes`` in context ``ctx_id`` (its address), or None."""
-        blocks = self._free.get((ctx_id, nbytes))
-        if not blocks:
+        key = (ctx_id, nbytes)
+        if not self._free.get(key):             # (the common miss, without the lock)
             return None
-        with self._lock:
+        with self._lock:        # the list again: release() may have taken the one read above
+            blocks = self._free.get(key)
             if not blocks:
                 return None
             self._held -= nbytes
@@ -187,9 +192,7 @@ class OutputPool:
             shape = tuple(int(d) for d in shape)
             got = (shape, dtype, dtype.itemsize * math.prod(shape))
             if key is not None:
-                if len(self._layouts) >= TEMPLATES:
-                    self._layouts.clear()
-                self._layouts[key] = got
+                self._layouts.put(key, got)
         return got
 
     def wrap(self, ctx_id, ptr, nbytes, shape, dtype):
@@ -207,10 +210,8 @@ class OutputPool:
             strides = tuple(dtype.itemsize * math.prod(shape[i + 1:])
                             for i in range(len(shape)))
             array = DeviceNDArray(shape, strides, dtype, gpu_data=memory)
-            if len(self._templates) >= TEMPLATES:
-                self._templates.clear()
-            self._templates[(shape, dtype)] = {k: v for k, v in array.__dict__.items()
-                                               if k != "gpu_data"}
+            self._templates.put((shape, dtype), {k: v for k, v in array.__dict__.items()
+                                                 if k != "gpu_data"})
             return array
         array = DeviceNDArray.__new__(DeviceNDArray)
         array.__dict__.update(template)
@@ -249,7 +250,6 @@ def _numba_classes():
     return DeviceNDArray, RecycledPointer, binding.CUdeviceptr
 
 
-TEMPLATES = 64              # layouts whose array attributes OutputPool.wrap keeps
 #: The library's recycled numba outputs (see :func:`stream_ordered_array`).
 OUTPUTS = OutputPool(int(os.environ.get("NUMBA_TMA_OUTPUT_POOL_BYTES", 1 << 30)))
 

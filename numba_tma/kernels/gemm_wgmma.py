@@ -39,7 +39,8 @@ probe ``wgmma_probe``):
 
 * One block computes a ``bm x BN`` tile (``bm = 128``: two consumer warpgroups of 64 rows, one
   ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator registers per thread; or
-  ``bm = 256`` with ``BN <= 128``: each consumer 128 rows, two ``m64nBNk16`` per k16 step). 384 threads: warpgroup 0 is the producer, 1 and 2 the consumers.
+  ``bm = 256`` with ``BN <= 128``: each consumer 128 rows, two ``m64nBNk16`` per k16 step).
+  384 threads: warpgroup 0 is the producer, 1 and 2 the consumers.
 * ``setmaxnreg``: the kernel is compiled for 384 threads x 168 registers
   (``launch_bounds=(384, 1)``); the producer gives registers back (``setmaxnreg_dec(56)``) and
   each consumer takes 224 (``setmaxnreg_inc``), which the 128 accumulators need (at 40 the
