@@ -1,6 +1,6 @@
 """An on-disk cache of linked kernels: numba-cuda's ``cache=True`` refuses kernels that link
 external files (every kernel calling a ``ptx/*.cu`` intrinsic), so without this each process
-pays numba's typing, NVVM and the LTO link again (``benches/results/host-h100.txt``: 1.6 s for
+pays numba's typing, NVVM and the LTO link again (``benches/results/host-h100.txt``: 1.4 s for
 the first ``transpose()`` of a fresh process, 3.6 s for the first ``matmul()``).
 
 An entry holds the linked cubin of one kernel for one signature and compute capability, keyed by

@@ -518,8 +518,8 @@ class DirectKernel:
     Why: a ``kernel[grid, block](*arrays)`` launch types every argument and marshals numba array
     objects on every call (many times the driver's own launch cost), and numba-cuda cannot
     cache kernels that link ``.cu`` files, so every process compiled them again
-    (``benches/results/host-h100.txt``: a first ``transpose()`` 1.6 s and ``matmul()`` 3.6 s
-    in a fresh process, 0.015 / 0.005 s once cached). Here a launch packs the words numba's marshalling would produce (an array
+    (``benches/results/host-h100.txt``: a first ``transpose()`` 1.4 s and ``matmul()`` 3.6 s
+    in a fresh process, 0.016 / 0.005 s once cached). Here a launch packs the words numba's marshalling would produce (an array
     is ``meminfo, parent, nitems, itemsize, data, shape..., strides...``) and calls the driver,
     and the function comes from a cubin loaded from disk when one was built before.
 
