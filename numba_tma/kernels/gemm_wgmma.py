@@ -240,7 +240,6 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM):
         wgmma.wait_group(PIPE)
         fence_accumulators(acc, acc2)
 
-
     @cuda.jit(device=True, inline="always")
     def tile_origin(unit, tiles_m, tiles_n, rank):
         # Raster: group_m units (a unit: the CM tiles along M that share B) walk the tile
