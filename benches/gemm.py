@@ -30,9 +30,10 @@ Per shape (M, N, K) the script makes fresh random inputs (standard normal, round
 
 Baselines, for each (input, output) dtype pair some kernel runs: cuBLAS through
 ``torch.matmul(a, b, out=)`` (fp32 output from 16-bit inputs: torch.matmul's 16-bit result, cast
-after), and Triton: the tutorial-structured matmul of ``numba_tma.bench.baselines`` (grouped
-tile raster, ``tl.dot`` over K into fp32; told that rows are 16-byte aligned where N, K and the row strides are multiples of 8,
-as it infers that only from multiples of 16), autotuned over its ``TRITON_CONFIGS`` per (M, N, K)
+after; the row's ``config`` names the kernels one call launched, from torch.profiler), and
+Triton: the tutorial-structured matmul of ``numba_tma.bench.baselines`` (grouped tile raster,
+``tl.dot`` over K into fp32; told that rows are 16-byte aligned where N, K and the row strides
+are multiples of 8, as it infers that only from multiples of 16), autotuned over its ``TRITON_CONFIGS`` per (M, N, K)
 and dtypes at its first call, which is the untimed check; the timed calls go straight to the
 chosen config. Without Triton its column shows ``-``. The seed-004 SIMT GEMM is fp32 and runs
 once per shape against cuBLAS fp32 (TF32 off; Triton has no fp32 baseline here).
@@ -54,7 +55,8 @@ import time
 # This checkout's numba_tma first (an older installed copy is never benched by mistake).
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from numba_tma import bench  # noqa: E402
-from numba_tma.bench.baselines import cublas_matmul, triton_config_label, triton_matmul  # noqa: E402,E501
+from numba_tma.bench.baselines import (cublas_matmul, cuda_kernels, triton_config_label,  # noqa: E402
+                                       triton_matmul)
 
 BENCH = "gemm"
 GEMM_DTYPES = ("float16", "bfloat16")          # the input dtypes a run can ask for
@@ -318,6 +320,10 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
         fn = cublas_matmul(torch, ta, tb, cout)     # fp32 out: the 16-bit result, cast after
         cublas[key] = Timed(new_row("cublas", shape, kin, kout), fn, key)
         base_rows.append(cublas[key].row)
+        try:                                        # which kernel cuBLAS picked, untimed
+            cublas[key].row["config"] = " + ".join(cuda_kernels(torch, fn))
+        except Exception as exc:    # (a profiler that cannot start leaves the name out)
+            bench.log(f"cuBLAS kernel name not recorded: {bench.one_line(exc)}")
         if tune_triton is None or kin not in GEMM_DTYPES:
             return
         row = new_row("triton", shape, kin, kout)

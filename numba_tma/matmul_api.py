@@ -217,7 +217,8 @@ _WGMMA_CONFIGS = {256: gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0),
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=3, cluster_m=2)
 #: 256 x 128 tiles, where they take fewer waves (choose_config); raster groups of 4 tile rows,
 #: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover
-#: (benches/results/gemm-h100.txt, 4095 x 4104 x 4096 fp16: 691.7 TFLOP/s, groups of 8 684.5).
+#: (benches/results/gemm-h100-2026-11-26b.txt, 4095 x 4104 x 4096 fp16: 691.7 TFLOP/s, groups
+#: of 8 684.5).
 _WGMMA_TALL = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4)
 _WGMMA_TALL_CLUSTER = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4,
                                              cluster_m=2)

@@ -174,3 +174,14 @@ def test_triton_transpose_baseline_tiles_and_missing_triton(monkeypatch):
     monkeypatch.setattr(baselines, "import_optional", lambda name: (None, f"{name} missing"))
     with pytest.raises(ImportError, match="triton missing"):
         baselines.triton_transpose(None, None)
+
+
+def test_kernel_label_drops_return_type_templates_and_parameters():
+    from numba_tma.bench.baselines import kernel_label
+
+    assert kernel_label("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT") == \
+        "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT"
+    assert kernel_label("void at::native::unrolled_elementwise_kernel<at::native::f<1>, "
+                        "std::array<char*, 2ul> >(int, float)") == \
+        "at::native::unrolled_elementwise_kernel"
+    assert kernel_label("void k(int)") == "k"

@@ -189,6 +189,36 @@ def cublas_matmul(torch, a, b, out):
     return functools.partial(_matmul_cast, torch, a, b, out)
 
 
+def kernel_label(name):
+    """A CUDA kernel's name without its return type, template arguments and parameters
+    (``void at::native::f<...>(...)`` -> ``at::native::f``); cuBLAS's nvjet names are kept."""
+    name = name.split("<", 1)[0].split("(", 1)[0].strip()
+    return name[5:] if name.startswith("void ") else name
+
+
+def cuda_kernels(torch, fn):
+    """The names of the CUDA kernels one ``fn()`` launches, in order, each once (torch.profiler;
+    memsets and copies left out): which cuBLAS kernel a baseline ran, tile and cluster shape in
+    its name (``nvjet_sm90_hsh_256x128_64x4_1x2_...``: 256 x 128 tile, 64-deep K slices, 4
+    stages, 1 x 2 cluster, in cuBLAS's column-major terms: torch's row-major C = A @ B is
+    cuBLAS's C^T = B^T A^T, so that tile is 128 rows x 256 columns of C)."""
+    import warnings
+
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():     # (its note that events are cleared after each cycle)
+        warnings.simplefilter("ignore")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+    names = []
+    for event in prof.events():
+        name = kernel_label(event.name)
+        if (event.device_type == torch.autograd.DeviceType.CUDA
+                and not name.startswith(("Memset", "Memcpy")) and name not in names):
+            names.append(name)
+    return names
+
+
 # --- the Triton matmul --------------------------------------------------------------------------
 
 #: Triton's autotuning space, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps): Hopper tiles

@@ -25,10 +25,11 @@ probe ``wgmma_probe``):
 4. ``WgmmaConfig(128, bm=256)``: 256 x 128 tiles, each consumer warpgroup two m64 halves (two
    ``m64n128k16`` per k16 step on the same B descriptor, 2 x 64 accumulators per thread). The
    slot bytes and accumulators of a 128 x 256 tile, and its speed where both fill the same
-   waves (``benches/results/gemm-h100.json``: 4096^3 728.5 TFLOP/s against 729.2); where 17
-   columns of 256 would add a round of tiles (4095 x 4104 x 4096: 5 rounds of 66 cluster pairs,
-   33 columns of 128 take 4), ``matmul()`` picks it, in raster groups of 4 tile rows: 691.7
-   TFLOP/s (0.947x cuBLAS) against the 128 x 256 clusters' 563.8 (0.77x) in the same run.
+   waves (``benches/results/gemm-h100-2026-11-26b.json``: 4096^3 728.5 TFLOP/s against
+   729.2); where 17 columns of 256 would add a round of tiles (4095 x 4104 x 4096: 5 rounds of
+   66 cluster pairs, 33 columns of 128 take 4), ``matmul()`` picks it, in raster groups of 4
+   tile rows: 691.7 TFLOP/s (0.947x cuBLAS) against the 128 x 256 clusters' 563.8 (0.77x) in
+   the same run.
 5. ``WgmmaConfig(stream_k=True)``: the persistent rung with the last, part-filled wave's tiles
    split along K evenly over every block (``_persistent_kernel``). Aimed at wave quantization:
    128 x 256 tiles fill 3.88 waves of 132 SMs at 4096^3 and 15.5 at 8192^3, so every block

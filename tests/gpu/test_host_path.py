@@ -168,9 +168,9 @@ def test_numba_outputs_past_the_pool_limit_are_freed(monkeypatch):
 
     numba_tma.release_outputs()
     monkeypatch.setattr(_arrays.OUTPUTS, "limit", 0)
-    x_h = random_array((64, 96), np.float32)
-    x = cuda.to_device(x_h)
-    for _ in range(3):
+    for _ in range(3):      # fresh inputs: a stale block holding the last result would fail
+        x_h = random_array((64, 96), np.float32)
+        x = cuda.to_device(x_h)
         t = numba_tma.transpose(x)
         assert np.array_equal(t.copy_to_host(), x_h.T)
         del t
