@@ -151,6 +151,9 @@ def kernels(torch):
                                                                  bm=256))),
         "wgmma_persistent_m256_c2": (None, None, forced(WgmmaConfig(128, stages=4, mma_pipe=0,
                                                                     bm=256, cluster_m=2))),
+        # ping-pong: each consumer warpgroup its own 128 x 128 tile, epilogues under the
+        # other's main loop
+        "wgmma_pingpong": (None, None, forced(WgmmaConfig(128, stages=6, pingpong=True))),
         "wgmma_tile_per_block": (None, None, forced(WgmmaConfig(256, stages=4,
                                                                 persistent=False))),
         "mma_sync": (None, None, forced(GemmConfig(128, 256, 4))),

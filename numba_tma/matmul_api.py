@@ -558,9 +558,8 @@ def matmul_kernels():
 
     Each launcher returns ``out`` (allocated when None) and has a ``kind``: ``"shipped"`` (in
     :mod:`numba_tma.kernels`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile, the
-    persistent kernel ``matmul()`` runs, its 2-CTA cluster form, its stream-K form and its
-    256 x 128 tiles, and the
-    ``mma.sync`` ``GemmConfig`` rung; each validates like ``matmul()``) or ``"ladder"`` (in
+    persistent kernel ``matmul()`` runs, its 2-CTA cluster form, its stream-K form, its
+    256 x 128 tiles and its ping-pong form, and the ``mma.sync`` ``GemmConfig`` rung; each validates like ``matmul()``) or ``"ladder"`` (in
     :mod:`numba_tma.ladders`: seed 004's SIMT fp32 GEMM, float32 operands only, and seed 002's
     one-warp rungs, 16 x 16 float16 operands only; each checks its own operands); its
     ``module`` names the module the kernel lives in.
@@ -587,6 +586,7 @@ def matmul_kernels():
         "wgmma_persistent_c2": forced(gemm_wgmma.WgmmaConfig(cluster_m=2)),
         "wgmma_persistent_sk": forced(gemm_wgmma.WgmmaConfig(stream_k=True)),
         "wgmma_persistent_m256": forced(_WGMMA_TALL),
+        "wgmma_pingpong": forced(gemm_wgmma.WgmmaConfig(128, stages=6, pingpong=True)),
         "mma_sync": forced(gemm_tma.GemmConfig()),
         "simt_fp32": seed(simt_gemm.simt_gemm),
         **{f"warp16_{rung}": seed(fn) for rung, fn in warp_gemm.LADDER.items()},

@@ -98,7 +98,8 @@ def test_matmul_kernels_are_labelled():
 
     kernels = mm.matmul_kernels()
     assert list(kernels) == ["wgmma_tile_per_block", "wgmma_persistent", "wgmma_persistent_c2",
-                             "wgmma_persistent_sk", "wgmma_persistent_m256", "mma_sync",
+                             "wgmma_persistent_sk", "wgmma_persistent_m256", "wgmma_pingpong",
+                             "mma_sync",
                              "simt_fp32", "warp16_smem", "warp16_padded", "warp16_ldmatrix",
                              "warp16_swizzle"]
     for name, fn in kernels.items():

@@ -165,7 +165,10 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
               (False, True, "bf16", "f32", True, 128, {"stages": 4, "mma_pipe": 0, "bm": 256}),
               (True, False, "f16", "f16", False, 128, {"stages": 4, "mma_pipe": 0, "bm": 256,
                                                        "cluster_m": 2}),
-              (False, False, "f16", "f32", True, 128, {"stages": 4, "bm": 256})]
+              (False, False, "f16", "f32", True, 128, {"stages": 4, "bm": 256}),
+              # ping-pong: each consumer its own 128-row tile, two m64 halves
+              (True, True, "f16", "f16", False, 128, {"stages": 6, "pingpong": True}),
+              (False, False, "bf16", "f32", True, 64, {"pingpong": True})]
 
 
 @offline
@@ -180,7 +183,8 @@ def test_gemm_sass(case):
     assert kb.has("USETMAXREG.DEALLOC") and kb.has("USETMAXREG.TRY_ALLOC")
     lines = _gmma_lines(kb)
     assert lines and all(ln.startswith(f"HGMMA.64x{bn}x16.F32") for ln in lines)
-    assert len(lines) % (4 * cfg.bm // 128) == 0         # 4 k16 steps per slot and m64 half
+    halves = 2 if cfg.pingpong else cfg.bm // 128        # m64 halves per consumer
+    assert len(lines) % (4 * halves) == 0                # 4 k16 steps per slot and m64 half
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
     assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m == 2)
@@ -209,6 +213,16 @@ def test_config_errors():
         with pytest.raises(ValueError, match="stream_k = True needs persistent=True and "
                                              "cluster_m = 1"):
             gemm_wgmma.WgmmaConfig(256, stream_k=True, **bad)
+    for bad in (dict(cluster_m=2), dict(bm=256), dict(mma_pipe=0), dict(stream_k=True)):
+        with pytest.raises(ValueError, match="pingpong=True"):
+            gemm_wgmma.WgmmaConfig(128, pingpong=True, **bad)
+    with pytest.raises(ValueError, match="pingpong=True"):
+        gemm_wgmma.WgmmaConfig(256, pingpong=True)
+    pp = gemm_wgmma.WgmmaConfig(128, stages=6, pingpong=True)
+    assert "pingpong=True" in repr(pp) and gemm_wgmma.WgmmaConfig(*pp.key()[1:]).key() == pp.key()
+    # the two turn barriers: 16 bytes more than the same ring without ping-pong
+    assert (gemm_wgmma.smem_bytes(pp, 2) - gemm_wgmma.smem_bytes(gemm_wgmma.WgmmaConfig(
+        128, stages=6), 2)) == 16 and gemm_wgmma.smem_bytes(pp, 4) <= gemm_wgmma.MAX_DYNAMIC_SMEM
     sk = gemm_wgmma.WgmmaConfig(256, stream_k=True)
     assert sk.key() != gemm_wgmma.WgmmaConfig(256).key() and "stream_k=True" in repr(sk)
     assert gemm_wgmma.WgmmaConfig(*sk.key()[1:]).key() == sk.key()

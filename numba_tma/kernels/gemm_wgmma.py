@@ -37,6 +37,15 @@ probe ``wgmma_probe``):
    but its fixup costs more than the tail it fills: fp16 4096^3 634.7 TFLOP/s against the
    unsplit rung's 730.9, 8192^3 745.3 against 742.1
    (``benches/results/gemm-variants-h100.txt``), so ``matmul()`` does not choose it.
+6. ``WgmmaConfig(128, stages=6, pingpong=True)``: each consumer warpgroup its own 128 x 128
+   tile (two m64 halves), the block's tiles taken in turn, so one warpgroup's epilogue runs
+   under the other's wgmmas (CUTLASS's ping-pong schedule). Aimed at the epilogue, during
+   which the cooperative rungs leave the tensor cores idle. Exact and sanitizer-clean on the
+   H100, but a 128 x 128 tile loads a third more operand bytes per flop than a 128 x 256 one,
+   and under the H100's power cap that costs more than the overlap gives
+   (``benches/results/gemm-pingpong-h100.txt``, fp16): 4096^3 706.1 TFLOP/s against
+   ``matmul()``'s 736.0, 8192^3 695.4 against 745.7, 2048^3 605.3 against 604.2; ahead only at
+   1000^3, 148.5 against 138.1. ``matmul()`` does not choose it.
 
 * One block computes a ``bm x BN`` tile (``bm = 128``: two consumer warpgroups of 64 rows, one
   ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator registers per thread; or
@@ -112,13 +121,16 @@ class WgmmaConfig:
     (it waits for the previous slot's group and releases that slot: the tensor cores always
     hold this warpgroup's next group) or 0 (it waits for this slot's group and releases the
     slot at once: the producer's lookahead is a slot deeper, and the other consumer warpgroup
-    keeps the tensor cores fed meanwhile)."""
+    keeps the tensor cores fed meanwhile); ``pingpong`` (persistent, ``bm = 128``,
+    ``bn <= 128``, ``mma_pipe = 1``, no clusters or stream-K): each consumer warpgroup computes
+    whole ``128 x bn`` tiles of its own, the block's tiles alternating between the two, so
+    one's epilogue overlaps the other's main loop."""
 
     __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers",
-                 "mma_pipe", "bm")
+                 "mma_pipe", "bm", "pingpong")
 
     def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
-                 stream_k=False, c_buffers=2, mma_pipe=1, bm=BM):
+                 stream_k=False, c_buffers=2, mma_pipe=1, bm=BM, pingpong=False):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -152,6 +164,14 @@ class WgmmaConfig:
                              f"stream_k=False and bn <= 128 (the consumers' accumulators); got "
                              f"persistent={persistent}, stream_k={stream_k}, bn={bn}")
         self.bm = bm
+        if pingpong and (not persistent or stream_k or cluster_m != 1 or bm != BM or bn > 128
+                         or mma_pipe != 1):
+            raise ValueError(f"pingpong=True (each consumer warpgroup its own 128 x bn tile) "
+                             f"needs persistent=True, stream_k=False, cluster_m=1, bm={BM}, "
+                             f"bn <= 128 and mma_pipe=1; got persistent={persistent}, "
+                             f"stream_k={stream_k}, cluster_m={cluster_m}, bm={bm}, bn={bn}, "
+                             f"mma_pipe={mma_pipe}")
+        self.pingpong = bool(pingpong)
         self.stream_k = bool(stream_k)
         self.c_buffers = c_buffers
         self.mma_pipe = mma_pipe
@@ -164,13 +184,14 @@ class WgmmaConfig:
 
     def key(self):
         return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
-                self.stream_k, self.c_buffers, self.mma_pipe, self.bm)
+                self.stream_k, self.c_buffers, self.mma_pipe, self.bm, self.pingpong)
 
     def __repr__(self):
         more = ", stream_k=True" if self.stream_k else ""
         more += f", c_buffers={self.c_buffers}" if self.c_buffers != 2 else ""
         more += f", mma_pipe={self.mma_pipe}" if self.mma_pipe != 1 else ""
         more += f", bm={self.bm}" if self.bm != BM else ""
+        more += ", pingpong=True" if self.pingpong else ""
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
                 f"persistent={self.persistent}, cluster_m={self.cluster_m}{more})")
 
@@ -180,7 +201,7 @@ def smem_bytes(cfg, out_itemsize):
     (the persistent kernel: ``c_buffers`` 16 x 128-byte boxes per consumer warp; the first rung
     reuses the ring for C)."""
     ring = cfg.stages * (cfg.bm + cfg.bn) * SPAN
-    bars = 8 * (2 * cfg.stages + CONSUMER_WARPS) + SWIZZLE_ALIGN
+    bars = 8 * (2 * cfg.stages + CONSUMER_WARPS + 2 * cfg.pingpong) + SWIZZLE_ALIGN
     if cfg.persistent:
         return bars + ring + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES
     c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
@@ -190,15 +211,17 @@ def smem_bytes(cfg, out_itemsize):
 DEFAULT_CONFIG = WgmmaConfig()
 
 
-def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM):
+def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False):
     """What both rungs share, for one configuration: the slot and descriptor geometry, the
     producer's loads of one slot, a consumer's wgmmas on one slot (leaving ``PIPE`` groups in
-    flight), and the tile raster. ``TM``: rows of C per block, 128 (each consumer one m64
+    flight), and the tile raster. ``PP``: ping-pong, each consumer all ``TM`` rows of its own
+    tile. ``TM``: rows of C per block, 128 (each consumer one m64
     half) or 256 (two, each with its own accumulators)."""
     A_BYTES = TM * SPAN
     STAGE_BYTES = A_BYTES + BN * SPAN
     NACC = BN // 2                              # f32 accumulators per m64 half per thread
-    HALVES = TM // BM                           # m64 halves per consumer
+    # m64 halves per consumer: a ping-pong consumer (PP) takes all TM rows of its own tile
+    HALVES = TM // WG_ROWS if PP else TM // BM
     mma = wgmma.mma_f32_f16 if in_kind == "f16" else wgmma.mma_f32_bf16
     TA = not a_kmajor
     TB = not b_kmajor
@@ -210,7 +233,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM):
     # Bytes from a slot's A rows to row r (a multiple of 64): K-major rows are 128 bytes; an
     # M-major slice is a run of 64-row boxes.
     A_ROW64 = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES
-    A_WG = HALVES * A_ROW64                     # consumer c's rows of the A slice
+    A_WG = 0 if PP else HALVES * A_ROW64        # consumer c's rows of the A slice
     issue_slot = slice_loader(TM, BN, CM, a_kmajor, b_kmajor)
 
     @cuda.jit(device=True, inline="always")
@@ -317,10 +340,10 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
     ``b_kmajor``: B is stored N x K row-major (else K x N). ``in_kind`` "f16"/"bf16";
     ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA)."""
-    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM = cfg_key
+    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM, PP = cfg_key
     if persistent:
         return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor,
-                                  in_kind, out_kind, has_beta, TM)
+                                  in_kind, out_kind, has_beta, TM, PP)
     LOG_S = S.bit_length() - 1
     P = _pieces(BN, group_m, 1, PIPE, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
@@ -492,7 +515,7 @@ def workspace_floats(bn, blocks):
 
 
 def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, in_kind,
-                       out_kind, has_beta, TM=BM):
+                       out_kind, has_beta, TM=BM, PP=False):
     """The persistent rung (``WgmmaConfig(persistent=True)``): one block per SM (``CM`` = 2:
     one cluster per SM pair) walks its tiles; the producer runs ahead across tile boundaries,
     so the next tile's first slots load while the consumers' epilogue stores this one.
@@ -505,6 +528,13 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     rows ``[r, r + 1) * BN / 2`` of every B slice and multicasts them to both CTAs; a slot's
     ``empty`` barrier then counts the consumer warps of both CTAs.
 
+    Ping-pong (``PP``): consumer warpgroup ``c`` takes the block's tiles ``c, c + 2, ...``
+    whole (all ``TM`` rows, two m64 halves) and skips the other's slots in the ring; before
+    each tile but its first it waits on ``turn[c]``, which the other warpgroup arrives on once
+    it has waited for the last slot of its own tile, so a full barrier is never two passes
+    behind the one a consumer waits for (parity cannot tell those apart). A slot's ``empty``
+    barrier then counts the 4 warps of one consumer.
+
     Stream-K (``SK``): where the tiles do not fill whole waves, the last wave's tiles would
     leave SMs idle. Every block first takes ``dp_units`` tiles whole (the same number each),
     then an even share of the remaining tiles' K slices (:func:`stream_k_schedule`): a share
@@ -516,14 +546,15 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     lowers again for the next launch), and stores C. Every block of a persistent launch is
     resident, and a block waits only on higher-numbered blocks' first segments, which wait
     on nobody: no deadlock."""
-    P = _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM)
+    P = _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM, PP)
     NACC = P.NACC
     HALVES = P.HALVES
     STAGE_BYTES = P.STAGE_BYTES
     RING_BYTES = S * STAGE_BYTES
     NBARS = 2 * S + CONSUMER_WARPS
-    BAR_BYTES = 8 * NBARS
-    EMPTY_ARRIVALS = CONSUMER_WARPS * CM
+    BAR_BYTES = 8 * (NBARS + 2 * PP)            # (ping-pong: and the two turn barriers)
+    # a slot is read by both consumer warpgroups, or (ping-pong) by the one whose tile it holds
+    EMPTY_ARRIVALS = (CONSUMER_WARPS // 2 if PP else CONSUMER_WARPS) * CM
     OUT16 = out_kind != "f32"
     C_COLS = 64 if OUT16 else 32
     C_BOXES = BN // C_COLS
@@ -559,7 +590,13 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         return s, passes
 
     @cuda.jit(device=True, inline="always")
-    def mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes):
+    def skip_slots(s, passes, count):
+        # The ring position count slots on (the other ping-pong consumer's tile).
+        t = s + count
+        return t - intmath.div_u32(t, S) * S, passes + intmath.div_u32(t, S)
+
+    @cuda.jit(device=True, inline="always")
+    def mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes, turn, lead):
         # Consumer: acc (and acc2, the second m64 half's rows when HALVES = 2) = the product
         # over K slices kt0..kt1 (zeros when there are none); each slot is given back once the
         # wgmma group reading it has retired. Returns the ring position.
@@ -569,8 +606,12 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 acc2[i] = 0.0
         fence_accumulators(acc, acc2)
         prev = 0
+        if PP and kt1 == kt0 and lead:
+            mbarrier.arrive(turn)       # (no slot to wait for: the other's turn at once)
         for kt in range(kt0, kt1):
             mbarrier.wait(full[s:], passes & 1)
+            if PP and kt == kt1 - 1 and lead:
+                mbarrier.arrive(turn)   # this tile's last slot is in: the other's turn
             mma_slot(acc, acc2, tiles, s, c)
             if PIPE == 0:       # this slot's group is done: give the slot back
                 if lane == 0:
@@ -625,7 +666,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         # compiler unrolls those, while one loop over the 8 f32 boxes of a 256-wide tile with
         # beta's loads stayed a loop, its run-time accumulator index sending all 128
         # accumulators to local memory (512 stack bytes).
-        crow = row0 + (cw >> 2) * (TM // 2) + (cw & 3) * SLAB_ROWS
+        # (ping-pong: the warpgroup's own tile; else its half of the block's rows)
+        crow = row0 + (0 if PP else (cw >> 2) * (TM // 2)) + (cw & 3) * SLAB_ROWS
         boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
                                    m, n, alpha, beta, words, old, boxes, loads, 0, HALF_BOXES)
         boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
@@ -679,6 +721,14 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         dynf = cuda.shared.array(0, np.float32)
         return dyn8, dynf, dyn64[:S], dyn64[S:2 * S], dyn64[2 * S:NBARS]
 
+    @cuda.jit(device=True, inline="always")
+    def turn_bars():
+        # Ping-pong: turn[c] completes when the other consumer warpgroup has waited for the
+        # last slot of its tile, so every slot's barriers are at most one phase behind the
+        # pass consumer c waits for next (a parity wait cannot tell passes two apart).
+        dyn64 = cuda.shared.array(0, np.uint64)
+        return dyn64[NBARS:NBARS + 2]
+
     # Stream-K's parts of the producer and the consumers (rung 4); without stream_k, empty
     # functions. numba inlines a device function by copying its IR, unreachable branches
     # included: with the stream-K code in body, and body itself inlined, the default kernel's
@@ -708,7 +758,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             hi = sk_first(cid + 1, sk_iters, nclusters)
             while it < hi:
                 t, k0, k1 = sk_segment(it, hi, num_k)
-                s, passes = mma_tile(acc, acc, tiles, full, empty, c, lane, k0, k1, s, passes)
+                s, passes = mma_tile(acc, acc, tiles, full, empty, c, lane, k0, k1, s, passes,
+                                     full, False)
                 if k0 == 0:
                     # This block finishes the tile: add the partials of the blocks whose
                     # shares start inside it, then store C.
@@ -778,6 +829,10 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 mbarrier.init(empty[s:], EMPTY_ARRIVALS)
             for w in range(CONSUMER_WARPS):
                 mbarrier.init(cbar[w:], 1)
+            if PP:
+                turn = turn_bars()
+                mbarrier.init(turn[0:], 1)
+                mbarrier.init(turn[1:], 1)
             mbarrier.fence_init()
         if CM > 1:
             cluster.sync()          # the peer's barriers exist before anything multicasts
@@ -815,14 +870,32 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             boxes = 0                               # boxes this warp has staged (next buffer)
             loads = 0                               # C boxes loaded for beta (cbar parity)
             unit = cid
+            step = nclusters
+            turn = turn_bars() if PP else full     # (full: a placeholder, never arrived on)
+            lead = PP and (ct & 127) == 0
+            turns = 0                               # this warpgroup's waits for its turn
+            if PP:
+                # Ping-pong: the block's tiles alternate between the consumer warpgroups, each
+                # skipping the other's slots in the ring, whose order makes their main loops
+                # take turns: one's epilogue runs while the other's wgmmas keep the tensor
+                # cores busy.
+                unit += c * nclusters
+                step = 2 * nclusters
+                if c == 1:
+                    s, passes = skip_slots(s, passes, num_k)
             while unit < dp_units:
                 row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
-                unit += nclusters
+                if PP and (c == 1 or unit != cid):
+                    mbarrier.wait(turn[c:], turns & 1)
+                    turns += 1
+                unit += step
                 s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s,
-                                     passes)
+                                     passes, turn[1 - c:], lead)
                 boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane,
                                           row0, col0, m, n, alpha, beta, words, old, boxes,
                                           loads)
+                if PP:
+                    s, passes = skip_slots(s, passes, num_k)
             s, passes, boxes, loads = sk_consume(
                 acc, tiles, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units, sk_iters,
                 num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old, ws, flags, s,

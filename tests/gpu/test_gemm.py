@@ -68,6 +68,8 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(256, stages=4, persistent=False, mma_pipe=0),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
                                  WgmmaConfig(64, bm=256), WgmmaConfig(128, bm=256, cluster_m=2),
+                                 WgmmaConfig(128, stages=6, pingpong=True),
+                                 WgmmaConfig(64, pingpong=True),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
                                  GemmConfig(192, 128, 2),   # 6 warps take turns producing
@@ -115,7 +117,9 @@ def test_wgmma_cluster_every_layout(orders):
                                  WgmmaConfig(256, stream_k=True, mma_pipe=0),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2),
-                                 WgmmaConfig(128, stages=3, bm=256, c_buffers=4)],
+                                 WgmmaConfig(128, stages=3, bm=256, c_buffers=4),
+                                 WgmmaConfig(128, stages=6, pingpong=True),
+                                 WgmmaConfig(128, stages=3, c_buffers=4, pingpong=True)],
                          ids=repr)
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_persistent_many_tiles(cfg, out_dtype):
@@ -147,7 +151,8 @@ def test_alpha_beta_exact(out_dtype):
                                  WgmmaConfig(256, stages=4, mma_pipe=0),
                                  WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
-                                 WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2)],
+                                 WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2),
+                                 WgmmaConfig(128, stages=6, pingpong=True)],
                          ids=repr)
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
