@@ -35,8 +35,9 @@ Triton: the tutorial-structured matmul of ``numba_tma.bench.baselines`` (grouped
 ``tl.dot`` over K into fp32; told that rows are 16-byte aligned where N, K and the row strides
 are multiples of 8, as it infers that only from multiples of 16), autotuned over its
 ``TRITON_CONFIGS`` per (M, N, K) and dtypes at its first call, which is the untimed check; the
-timed calls go straight to the chosen config. Without Triton its column shows ``-``. The seed-004 SIMT GEMM is fp32 and runs
-once per shape against cuBLAS fp32 (TF32 off; Triton has no fp32 baseline here).
+timed calls go straight to the chosen config. Without Triton its column shows ``-``. The
+seed-004 SIMT GEMM is fp32 and runs once per shape against cuBLAS fp32 (TF32 off; Triton has
+no fp32 baseline here).
 
 One line per kernel, shape and dtype: ``us | TFLOP/s | x cuBLAS | x Triton`` (the baseline's
 time over the kernel's, same input and output dtypes; >1 means faster), then a table with the

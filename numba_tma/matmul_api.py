@@ -457,8 +457,9 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
     row-major float16/bfloat16/float32; allocated (like ``a``, dtype ``out_dtype`` or ``a``'s) when
-    None, in which case ``beta`` must be 0 (for numba arrays a recycled block of a dropped
-    output, or CUDA's stream-ordered pool, in stream order: ``_arrays.stream_ordered_array``;
+    None, in which case ``beta`` must be 0 (a numba array takes a dropped output's recycled
+    block, or one from CUDA's stream-ordered pool, in stream order:
+    ``_arrays.stream_ordered_array``;
     ``numba_tma.release_outputs()`` frees the recycled blocks).
     ``config`` forces a kernel: a :class:`~numba_tma.kernels.gemm_wgmma.WgmmaConfig` (the
     wgmma GEMM, chosen per shape when None) or a
@@ -559,7 +560,8 @@ def matmul_kernels():
     Each launcher returns ``out`` (allocated when None) and has a ``kind``: ``"shipped"`` (in
     :mod:`numba_tma.kernels`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile, the
     persistent kernel ``matmul()`` runs, its 2-CTA cluster form, its stream-K form, its
-    256 x 128 tiles and its ping-pong form, and the ``mma.sync`` ``GemmConfig`` rung; each validates like ``matmul()``) or ``"ladder"`` (in
+    256 x 128 tiles and its ping-pong form, and the ``mma.sync`` ``GemmConfig`` rung; each
+    validates like ``matmul()``) or ``"ladder"`` (in
     :mod:`numba_tma.ladders`: seed 004's SIMT fp32 GEMM, float32 operands only, and seed 002's
     one-warp rungs, 16 x 16 float16 operands only; each checks its own operands); its
     ``module`` names the module the kernel lives in.

@@ -150,9 +150,9 @@ _repeats = BoundedCache(REPEAT_CACHE_SIZE)
 
 
 def transpose(src, out=None, *, kernel=None, stream=None):
-    """Transpose the last two axes of ``src`` into ``out`` (allocated when None, like ``src``: numba
-    arrays a recycled block of a dropped output, or CUDA's stream-ordered pool, in stream
-    order: ``_arrays.stream_ordered_array``) and return ``out``.
+    """Transpose the last two axes of ``src`` into ``out`` (allocated when None, like ``src``: a
+    numba array takes a dropped output's recycled block, or one from CUDA's stream-ordered
+    pool, in stream order: ``_arrays.stream_ordered_array``) and return ``out``.
 
     ``kernel`` forces one of ``transpose_kernels()`` by name (benchmarks, tests); by default the
     fastest one that applies is chosen.

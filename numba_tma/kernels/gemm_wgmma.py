@@ -214,9 +214,9 @@ DEFAULT_CONFIG = WgmmaConfig()
 def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False):
     """What both rungs share, for one configuration: the slot and descriptor geometry, the
     producer's loads of one slot, a consumer's wgmmas on one slot (leaving ``PIPE`` groups in
-    flight), and the tile raster. ``PP``: ping-pong, each consumer all ``TM`` rows of its own
-    tile. ``TM``: rows of C per block, 128 (each consumer one m64
-    half) or 256 (two, each with its own accumulators)."""
+    flight), and the tile raster. ``TM``: rows of C per block, 128 (each consumer one m64
+    half) or 256 (two, each with its own accumulators); ``PP``: ping-pong, each consumer all
+    ``TM`` rows of its own tile."""
     A_BYTES = TM * SPAN
     STAGE_BYTES = A_BYTES + BN * SPAN
     NACC = BN // 2                              # f32 accumulators per m64 half per thread
@@ -593,7 +593,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     def skip_slots(s, passes, count):
         # The ring position count slots on (the other ping-pong consumer's tile).
         t = s + count
-        return t - intmath.div_u32(t, S) * S, passes + intmath.div_u32(t, S)
+        laps = intmath.div_u32(t, S)
+        return t - laps * S, passes + laps
 
     @cuda.jit(device=True, inline="always")
     def mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes, turn, lead):
