@@ -7,6 +7,9 @@ optional):
     python benches/gemm.py --json benches/results/gemm-h100.json
     # one shape, one dtype, a few kernels
     python benches/gemm.py --size 4096 --dtype bfloat16 --kernels 'matmul*,wgmma*'
+    # a WgmmaConfig of your own beside matmul() (fields as WgmmaConfig's keywords)
+    python benches/gemm.py --size 8192 --kernels 'matmul()' \
+        --config 'w256_l2none=bn=256,stages=4,mma_pipe=0,l2_promotion=0'
 
 Per shape (M, N, K) the script makes fresh random inputs (standard normal, rounded to each
 ``--dtype``: float16 and bfloat16 by default) and for each dtype:
@@ -68,6 +71,8 @@ DEFAULT_SIZES = (1024, 2048, 4096, 8192)
 #: (K and N still multiples of 8, as TMA's 16-byte rows need).
 DEFAULT_SHAPES = ((4095, 4104, 4096), (8192, 1024, 8192), (1024, 8192, 8192),
                   (3000, 5000, 2000), (1000, 1000, 1000))
+#: Rows of matmul() as users call it: their config column names the configuration it chose.
+CHOOSING = ("matmul()", "matmul()_f32out")
 SIMT_MAX = 4096                 # the SIMT GEMM runs on shapes up to this size (it is slow)
 #: max|C - ref| / max|ref| allowed: output rounding (2^-8 bf16, 2^-11 f16) plus accumulation.
 BOUND = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-4}
@@ -95,6 +100,35 @@ def parse_dtypes(text):
     return out
 
 
+def parse_config(text):
+    """``"NAME=field=value,field=value"`` -> ``(NAME, WgmmaConfig(field=value, ...))``: a kernel
+    row named NAME forcing that config (values: integers, or true/false)."""
+    from numba_tma.kernels.gemm_wgmma import WgmmaConfig
+
+    name, sep, spec = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not spec.strip():
+        raise ValueError(f"--config {text!r}: write NAME=field=value,... (WgmmaConfig's "
+                         f"keywords, e.g. w256=bn=256,stages=4)")
+    fields = {}
+    for part in spec.split(","):
+        key, sep, value = (x.strip() for x in part.partition("="))
+        if not sep or not key.isidentifier() or not value:
+            raise ValueError(f"--config {text!r}: {part!r} is not field=value")
+        if value.lower() in ("true", "false"):
+            fields[key] = value.lower() == "true"
+        else:
+            try:
+                fields[key] = int(value)
+            except ValueError:
+                raise ValueError(f"--config {text!r}: {key} = {value!r} is not an integer or "
+                                 f"true/false") from None
+    try:
+        return name, WgmmaConfig(**fields)
+    except TypeError as exc:            # an unknown keyword
+        raise ValueError(f"--config {text!r}: {exc}") from None
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", type=bench.argparse_type(bench.positive_int), action="append",
@@ -108,6 +142,10 @@ def parse_args(argv=None):
                    help="comma list of input dtypes, each run at every shape "
                         "(default float16,bfloat16)")
     p.add_argument("--kernels", default=None, help="comma list or globs of kernel names")
+    p.add_argument("--config", dest="configs", type=bench.argparse_type(parse_config),
+                   action="append", default=[], metavar="NAME=FIELD=VALUE,...",
+                   help="an extra kernel row NAME forcing WgmmaConfig(FIELD=VALUE, ...) "
+                        "(repeatable; always run)")
     p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=30)
     p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=3,
                    help="timing rounds, each over cuBLAS, Triton and every kernel (default 3)")
@@ -122,20 +160,32 @@ def parse_args(argv=None):
     return args
 
 
-def kernels(torch):
+def kernels(torch, configs=()):
     """``{name: (input dtype or None for the run's, output dtype or None for the input's,
-    launcher(a, b, out))}``."""
+    launcher(a, b, out))}``; ``configs``: extra ``(name, WgmmaConfig)`` rows (``--config``)."""
     from numba_tma import matmul
+    from numba_tma.matmul_api import plan_matmul
     from numba_tma.kernels.gemm_tma import GemmConfig
     from numba_tma.kernels.gemm_wgmma import WgmmaConfig
 
     def forced(cfg):
         return lambda a, b, out: matmul(a, b, out, config=cfg)
 
+    chosen = {}
+
+    def without_l2_promotion(a, b, out):
+        # matmul()'s choice for these operands, its A and B maps without L2 promotion
+        key = (tuple(a.shape), tuple(b.shape), a.stride(), b.stride(), a.dtype, out.dtype)
+        cfg = chosen.get(key)
+        if cfg is None:
+            cfg = chosen[key] = plan_matmul(a, b, out).config.replace(l2_promotion=0)
+        return matmul(a, b, out, config=cfg)
+
     table = {
         # matmul() as users call it: the persistent wgmma kernel, configuration chosen per shape
         "matmul()": (None, None, lambda a, b, out: matmul(a, b, out)),
         "matmul()_f32out": (None, "float32", lambda a, b, out: matmul(a, b, out)),
+        "matmul()_l2none": (None, None, without_l2_promotion),
         # the ladder's rungs, forced
         "wgmma_persistent_c2": (None, None, forced(WgmmaConfig(256, cluster_m=2))),
         "wgmma_persistent_sk": (None, None, forced(WgmmaConfig(256, stream_k=True))),
@@ -160,6 +210,10 @@ def kernels(torch):
         "mma_sync": (None, None, forced(GemmConfig(128, 256, 4))),
         "mma_sync_multicast": (None, None, forced(GemmConfig(128, 256, 4, cluster_m=2))),
     }
+    for name, cfg in configs:
+        if name in table:
+            raise ValueError(f"--config {name}: a kernel of that name exists")
+        table[name] = (None, None, forced(cfg))
     try:
         from numba_tma.ladders.simt_gemm import simt_gemm
 
@@ -311,6 +365,8 @@ class ShapeRun:
 def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
     """Check and time, in interleaved rounds, cuBLAS, Triton and the kernels ``names`` on one
     shape with ``dtype`` inputs. Returns (result rows, whether a numba_tma kernel FAILED)."""
+    from numba_tma.matmul_api import plan_matmul
+
     shape = run.shape
     m, n, k = shape
     cublas, triton_ = {}, {}        # (kin, kout) -> Timed
@@ -370,6 +426,8 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
             row.update(status="skipped", reason=bench.one_line(exc))
             continue
         row["rel_err"] = run.rel_err(out, kin)
+        if name in CHOOSING:            # the configuration matmul() chose
+            row["config"] = repr(plan_matmul(ta, tb, out).config)
         if not row["rel_err"] <= bound(kin, kout):
             failed = True
             row["status"] = "FAILED"
@@ -412,8 +470,13 @@ def main(argv=None):
           f"{args.warmup} warm-ups, {args.rounds} rounds")
     if tune_triton is None:
         bench.log(f"no Triton baseline: {triton_why}")
-    table = kernels(torch)
+    try:
+        table = kernels(torch, args.configs)
+    except ValueError as exc:
+        bench.log(str(exc))
+        return 2
     names = bench.select_names(table, args.kernels)
+    names += [name for name, _ in args.configs if name not in names]
     hold = (lambda: torch.cuda._sleep(HOLD_CYCLES)) if hasattr(torch.cuda, "_sleep") else None
     results, failed = [], False
     for shape in args.shapes:

@@ -182,7 +182,10 @@ def choose_config(m, n, k, row_bytes=()):
     spans two L2 lines, and halving B's loads paid: H100 fp16 4095 x 4104 x 4096 0.78x cuBLAS
     against 0.68x, 3000 x 5000 x 2000 0.86x against 0.78x; on aligned rows the clusters cost
     0.968x -> 0.951x at 8192^3). At 2048^3: 128 x 256 0.95x, 128 x 128 0.92x. Side runs:
-    ``benches/results/gemm-configs-h100.txt``.
+    ``benches/results/gemm-configs-h100.txt``. The clusters take 4 stages with each slot's
+    wgmma group retired before the next (``mma_pipe=0``), as the unclustered tiles do: at
+    3000 x 5000 x 2000 fp16 0.93x cuBLAS (``benches/results/gemm-h100.json``) where 3 stages
+    with a group in flight ran 0.87x (``gemm-h100-2026-11-26c.json``).
 
     Where 256 x 128 tiles (``bm=256``, same area) take fewer waves of the SMs than 128 x 256
     ones, those: every block waits for the last wave, so at 4095 x 4104 the 17th column of
@@ -214,7 +217,7 @@ def waves(m, n, cfg, sms):
 _WGMMA_CONFIGS = {256: gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0),
                   128: gemm_wgmma.WgmmaConfig(128, stages=6),
                   64: gemm_wgmma.WgmmaConfig(64, stages=8)}
-_WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=3, cluster_m=2)
+_WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
 #: 256 x 128 tiles, where they take fewer waves (choose_config); raster groups of 4 tile rows,
 #: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover
 #: (benches/results/gemm-h100-2026-11-26b.txt, 4095 x 4104 x 4096 fp16: 691.7 TFLOP/s, groups
@@ -356,15 +359,20 @@ class _Layout:
         if self.empty:
             return
         ctx = context_id()
-        self.direct, self.nbytes = _ready((cfg.key(), plan.a_kmajor, plan.b_kmajor,
+        wgmma_path = _family(cfg) is gemm_wgmma
+        # (configs that differ only in the maps' L2 promotion share a kernel)
+        kernel_key = cfg.kernel_key() if wgmma_path else cfg.key()
+        self.direct, self.nbytes = _ready((kernel_key, plan.a_kmajor, plan.b_kmajor,
                                            plan.in_kind, plan.out_kind, has_beta), ctx)
         w = gemm_tma.WARP_TILE              # 64: one 128B-swizzled row of 16-bit elements
-        wgmma_path = _family(cfg) is gemm_wgmma
         if plan.k:
-            a_map = descriptor_map(plan.a, (cfg.bm, w) if plan.a_kmajor else (w, w), 128)
+            # the mma.sync rung's maps stay as they were measured, without L2 promotion
+            promote = cfg.l2_promotion if wgmma_path else 0
+            a_map = descriptor_map(plan.a, (cfg.bm, w) if plan.a_kmajor else (w, w), 128,
+                                   promote)
             # In a cluster each CTA loads (and multicasts) 1/cluster_m of the B slice.
             b_map = descriptor_map(plan.b, (cfg.bn // cfg.cluster_m, w) if plan.b_kmajor
-                                   else (w, w), 128)
+                                   else (w, w), 128, promote)
         else:
             a_map = b_map = descriptor_map(_placeholder(ctx), (w, w), 128)
         if wgmma_path:

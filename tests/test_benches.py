@@ -552,6 +552,29 @@ def test_gemm_bench_arguments(gemm):
         gemm.parse_args(["--size", "0"])
 
 
+def test_gemm_bench_config_rows(gemm):
+    from numba_tma.kernels.gemm_wgmma import WgmmaConfig
+
+    args = gemm.parse_args(["--config", "w=bn=256, stages=4,mma_pipe=0,l2_promotion=0",
+                            "--config", "pp=bn=128,stages=6,pingpong=true"])
+    (n1, c1), (n2, c2) = args.configs
+    assert n1 == "w" and c1.key() == WgmmaConfig(256, stages=4, mma_pipe=0,
+                                                  l2_promotion=0).key()
+    assert n2 == "pp" and c2.key() == WgmmaConfig(128, stages=6, pingpong=True).key()
+    table = gemm.kernels(None, args.configs)
+    assert table["w"][:2] == (None, None) and callable(table["w"][2])
+    with pytest.raises(ValueError, match="exists"):
+        gemm.kernels(None, [("matmul()", c1)])
+
+
+@pytest.mark.parametrize("text", ["w", "w=", "=bn=256", "w=bn", "w=bn=2x", "w=bn=96",
+                                  "w=bogus=1", "w=bn=256,,stages=4"])
+def test_gemm_bench_rejects_configs(gemm, text, capsys):
+    with pytest.raises(SystemExit) as exc:
+        gemm.parse_args(["--config", text])
+    assert exc.value.code == 2 and "--config" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("text", ["float32", "int8", ",", "", "float16,fp64"])
 def test_gemm_bench_rejects_dtypes(gemm, text):
     with pytest.raises(SystemExit) as exc:

@@ -267,6 +267,26 @@ def test_config_errors():
     assert gemm_wgmma.grid_size(2100, 1000, tall, 1000) == 5 * 2 * 8
 
 
+def test_l2_promotion_is_a_host_setting():
+    # A and B's maps' L2 promotion: part of the config's key (matmul()'s caches keep configs
+    # apart) but not of the kernel's (configs that differ only there share one kernel).
+    cfg = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
+    assert cfg.l2_promotion == gemm_wgmma.L2_PROMOTION == 128 and "l2_promotion" not in repr(cfg)
+    none = cfg.replace(l2_promotion=0)
+    assert repr(none) == repr(cfg)[:-1] + ", l2_promotion=0)"
+    assert none.key() != cfg.key() and none.kernel_key() == cfg.kernel_key()
+    assert gemm_wgmma.WgmmaConfig(*none.key()[1:]).key() == none.key()
+    assert (gemm_wgmma.gemm_kernel(cfg.key(), True, True, "f16", "f16", False)
+            is gemm_wgmma.gemm_kernel(none.kernel_key(), True, True, "f16", "f16", False))
+    for bad in (100, 512, -1, "128"):
+        with pytest.raises(ValueError, match="l2_promotion = .* must be 0, 64, 128 or 256"):
+            gemm_wgmma.WgmmaConfig(256, l2_promotion=bad)
+    with pytest.raises(TypeError, match="bogus"):
+        cfg.replace(bogus=1)
+    with pytest.raises(ValueError, match="cluster_m = 3"):     # replace validates as __init__
+        cfg.replace(cluster_m=3)
+
+
 def _typing_error(body, match):
     with pytest.raises(TypingError, match=match):
         compile_kernel(body, "void(float32[::1])")
@@ -316,9 +336,11 @@ def test_choose_config(monkeypatch):
         cfg = mm.choose_config(m, n, k, rows)
         assert (cfg.bm, cfg.bn, cfg.cluster_m) == (bm, bn, cm) and cfg.persistent, \
             ((m, n, k), cfg)
-        # unclustered 128 x 256 and every 256 x 128: 4 slots, each slot's group retired
-        assert (cfg.stages, cfg.mma_pipe) == ((4, 0) if (bn, cm) == (256, 1) or bm == 256
+        # 128 x 256 and 256 x 128, in clusters or not: 4 slots, each slot's group retired;
+        # A's and B's maps with 128-byte L2 promotion
+        assert (cfg.stages, cfg.mma_pipe) == ((4, 0) if bn == 256 or bm == 256
                                               else (cfg.stages, 1)), cfg
+        assert cfg.l2_promotion == 128
     # the wave model: 4095 x 4104 is 32 x 17 tiles of 128 x 256 (16 x 17 cluster pairs: 5
     # rounds of 66) but 16 x 33 of 256 x 128 (4 rounds of 132, or of 66 pairs)
     assert mm.waves(4095, 4104, mm._WGMMA_CLUSTER, 132) == 5

@@ -21,7 +21,9 @@ probe ``wgmma_probe``):
    (``gemm-pipeline-h200.txt``): the gap is the per-tile rate, not only the tail.
 3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. On aligned rows it costs a little
    (686 / 717); where a stored row is not a multiple of 128 bytes it pays: 4095 x 4104 x 4096 556
-   against 534, 3000 x 5000 x 2000 534 against 482, so ``matmul()`` picks it there.
+   against 534, 3000 x 5000 x 2000 534 against 482, so ``matmul()`` picks it there, now with 4
+   stages and ``mma_pipe=0``: 3000 x 5000 x 2000 571.4 TFLOP/s (``gemm-h100.json``) where the
+   3-stage form had run 541.0 (``gemm-h100-2026-11-26c.json``).
 4. ``WgmmaConfig(128, bm=256)``: 256 x 128 tiles, each consumer warpgroup two m64 halves (two
    ``m64n128k16`` per k16 step on the same B descriptor, 2 x 64 accumulators per thread). The
    slot bytes and accumulators of a 128 x 256 tile, and its speed where both fill the same
@@ -83,7 +85,7 @@ from ._gemm_slices import ATOM, ATOM_BYTES, BK, SPAN, slice_loader
 
 __all__ = ["WgmmaConfig", "DEFAULT_CONFIG", "gemm_kernel", "smem_bytes", "grid_size",
            "SIGNATURE", "SIGNATURE_STREAM_K", "signature", "stream_k_split", "stream_k_schedule",
-           "workspace_floats", "THREADS"]
+           "workspace_floats", "THREADS", "L2_PROMOTION"]
 
 BM = 128                     # two consumer warpgroups x 64 rows
 WG_ROWS = 64                 # rows of C per consumer warpgroup (the m64 of wgmma)
@@ -95,6 +97,11 @@ C_BOX_BYTES = SLAB_ROWS * SPAN      # a 16 x 64 (16-bit) or 16 x 32 (f32) box of
 PRODUCER_REGS = 56
 CONSUMER_REGS = 224
 MAX_DYNAMIC_SMEM = 227 * 1024
+#: The default L2 promotion of A's and B's tensor maps (bytes). With none, a slot's loads that
+#: miss L2 fetch only the 32-byte sectors they ask for. Whole 128-byte lines were ahead at most
+#: shapes on two lent H100s (``benches/results/gemm-l2-promotion-h100.txt``) and even on the
+#: bench's (``gemm-h100.json``: rows matmul() and matmul()_l2none); 256 bytes was no better.
+L2_PROMOTION = 128
 
 SIGNATURE = ("void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64, int64, int64, "
              "float32, float32)")
@@ -124,13 +131,17 @@ class WgmmaConfig:
     keeps the tensor cores fed meanwhile); ``pingpong`` (persistent, ``bm = 128``,
     ``bn <= 128``, ``mma_pipe = 1``, no clusters or stream-K): each consumer warpgroup computes
     whole ``128 x bn`` tiles of its own, the block's tiles alternating between the two, so
-    one's epilogue overlaps the other's main loop."""
+    one's epilogue overlaps the other's main loop; ``l2_promotion`` (0, 64, 128 or 256 bytes):
+    the L2 promotion of A's and B's tensor maps, a host-side setting the kernel never sees (on
+    an L2 miss the L2 fetches whole 128-byte lines instead of the 32-byte sectors asked for:
+    see ``L2_PROMOTION``)."""
 
     __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers",
-                 "mma_pipe", "bm", "pingpong")
+                 "mma_pipe", "bm", "pingpong", "l2_promotion")
 
     def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
-                 stream_k=False, c_buffers=2, mma_pipe=1, bm=BM, pingpong=False):
+                 stream_k=False, c_buffers=2, mma_pipe=1, bm=BM, pingpong=False,
+                 l2_promotion=None):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -172,6 +183,12 @@ class WgmmaConfig:
                              f"stream_k={stream_k}, cluster_m={cluster_m}, bm={bm}, bn={bn}, "
                              f"mma_pipe={mma_pipe}")
         self.pingpong = bool(pingpong)
+        if l2_promotion is None:
+            l2_promotion = L2_PROMOTION
+        if l2_promotion not in (0, 64, 128, 256):
+            raise ValueError(f"l2_promotion = {l2_promotion!r} must be 0, 64, 128 or 256 (bytes "
+                             f"an L2 miss on A or B fetches)")
+        self.l2_promotion = l2_promotion
         self.stream_k = bool(stream_k)
         self.c_buffers = c_buffers
         self.mma_pipe = mma_pipe
@@ -183,8 +200,20 @@ class WgmmaConfig:
     threads = THREADS
 
     def key(self):
+        """Everything the config sets: ``("wgmma", *kernel fields, l2_promotion)``."""
+        return self.kernel_key() + (self.l2_promotion,)
+
+    def kernel_key(self):
+        """What the compiled kernel depends on (``key()`` without the host-side
+        ``l2_promotion``): configs that differ only there share one kernel."""
         return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
                 self.stream_k, self.c_buffers, self.mma_pipe, self.bm, self.pingpong)
+
+    def replace(self, **changes):
+        """A copy of this config with ``changes`` (keyword arguments of the constructor)."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return WgmmaConfig(**fields)
 
     def __repr__(self):
         more = ", stream_k=True" if self.stream_k else ""
@@ -192,6 +221,8 @@ class WgmmaConfig:
         more += f", mma_pipe={self.mma_pipe}" if self.mma_pipe != 1 else ""
         more += f", bm={self.bm}" if self.bm != BM else ""
         more += ", pingpong=True" if self.pingpong else ""
+        more += (f", l2_promotion={self.l2_promotion}" if self.l2_promotion != L2_PROMOTION
+                 else "")
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
                 f"persistent={self.persistent}, cluster_m={self.cluster_m}{more})")
 
@@ -335,11 +366,20 @@ def _box_writer(out_kind, has_beta):
     return write_box
 
 
-@functools.cache
 def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     """The kernel for one configuration. ``a_kmajor``: A is stored M x K row-major (else K x M);
     ``b_kmajor``: B is stored N x K row-major (else K x N). ``in_kind`` "f16"/"bf16";
-    ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA)."""
+    ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by TMA).
+    ``cfg_key``: ``WgmmaConfig.kernel_key()`` (or ``key()``, whose host-side tail is dropped)."""
+    return _gemm_kernel(tuple(cfg_key[:KERNEL_KEY_LEN]), a_kmajor, b_kmajor, in_kind, out_kind,
+                        has_beta)
+
+
+KERNEL_KEY_LEN = len(DEFAULT_CONFIG.kernel_key())
+
+
+@functools.cache
+def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM, PP = cfg_key
     if persistent:
         return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor,

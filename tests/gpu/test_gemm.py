@@ -70,6 +70,8 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(64, bm=256), WgmmaConfig(128, bm=256, cluster_m=2),
                                  WgmmaConfig(128, stages=6, pingpong=True),
                                  WgmmaConfig(64, pingpong=True),
+                                 WgmmaConfig(256, stages=4, mma_pipe=0, l2_promotion=0),
+                                 WgmmaConfig(128, bm=256, cluster_m=2, l2_promotion=256),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
                                  GemmConfig(192, 128, 2),   # 6 warps take turns producing
@@ -82,6 +84,28 @@ def test_configs_exact(cfg):
     out = poisoned((m, n), np.float32)
     matmul(cuda.to_device(a), cuda.to_device(b), out, config=cfg)
     np.testing.assert_array_equal(out.copy_to_host(), exact_reference(a, b))
+
+
+def test_l2_promotion_reaches_the_operand_maps():
+    # A's and B's tensor maps carry the config's L2 promotion, C's none; the launcher cache
+    # keeps configs that differ only there apart, and both compute the same product.
+    from numba_tma import matmul_api
+    m, n, k = 300, 264, 200
+    a, b = cuda.to_device(small_ints((m, k))), cuda.to_device(small_ints((k, n)))
+    ref = exact_reference(a.copy_to_host(), b.copy_to_host())
+    maps = {}
+    out = poisoned((m, n), np.float32)
+    for promo in (0, 128, 256):
+        cfg = WgmmaConfig(256, stages=4, mma_pipe=0, l2_promotion=promo)
+        out.copy_to_device(np.full((m, n), np.nan, np.float32))
+        matmul(a, b, out, config=cfg)
+        np.testing.assert_array_equal(out.copy_to_host(), ref)
+        layout = matmul_api._Layout(matmul_api.plan_matmul(a, b, out, cfg), False)
+        maps[promo] = [tmap.encoded for tmap in layout.maps]
+    for promo in (128, 256):
+        assert maps[promo][0] != maps[0][0] and maps[promo][1] != maps[0][1]
+        assert maps[promo][2] == maps[0][2]
+    assert maps[128][0] != maps[256][0]
 
 
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
