@@ -152,7 +152,7 @@ def plan_matmul(a, b, out, config=None):
     so, o_row = _major(vo, "out", prefer_row=True)
     if not o_row and m > 1 and n > 1:
         raise ValueError("out must be row-major (C-contiguous); got a column-major array")
-    config = config or choose_config(m, n, k, (_row_bytes(sa), _row_bytes(sb)))
+    config = config or choose_config(m, n, k)
     _family(config)
     if m and n and k:
         _check_tma(sa, "a", "M x K row-major" if a_row else "column-major (stored K x M)")
@@ -169,36 +169,29 @@ def plan_matmul(a, b, out, config=None):
     return MatmulPlan(sa, sb, so, a_row, not b_row, in_kind, out_kind, m, n, k, config)
 
 
-def _row_bytes(storage):
-    """Bytes in one stored row of a 2-D storage view (what a TMA box row reads along)."""
-    return storage.shape[-1] * storage.dtype.itemsize if storage.ndim else 0
+def choose_config(m, n, k):
+    """The persistent wgmma configuration for an M x N x K problem: 128 x 256 or 256 x 128 tiles
+    in 2-CTA clusters that multicast B where 128 x 256 tiles give at least half the SMs a
+    tile, else the widest of 128 x 128 and 128 x 64 that does, else 128 x 64.
 
-
-def choose_config(m, n, k, row_bytes=()):
-    """The persistent wgmma configuration for an M x N x K problem whose operands' stored rows
-    are ``row_bytes`` long: 128 x 256 tiles where they give at least half the SMs a tile, else
-    the widest of 128 x 128 and 128 x 64 that does, else 128 x 64; 128 x 256 in 2-CTA clusters
-    that multicast B where a row is not a multiple of 128 bytes (each 128-byte TMA box row then
-    spans two L2 lines, and halving B's loads paid: H100 fp16 4095 x 4104 x 4096 0.78x cuBLAS
-    against 0.68x, 3000 x 5000 x 2000 0.86x against 0.78x; on aligned rows the clusters cost
-    0.968x -> 0.951x at 8192^3). At 2048^3: 128 x 256 0.95x, 128 x 128 0.92x. Side runs:
-    ``benches/results/gemm-configs-h100.txt``. The clusters take 4 stages with each slot's
-    wgmma group retired before the next (``mma_pipe=0``), as the unclustered tiles do: at
-    3000 x 5000 x 2000 fp16 0.93x cuBLAS (``benches/results/gemm-h100.json``) where 3 stages
-    with a group in flight ran 0.87x (``gemm-h100-2026-11-26c.json``).
-
-    Where 256 x 128 tiles (``bm=256``, same area) take fewer waves of the SMs than 128 x 256
-    ones, those: every block waits for the last wave, so at 4095 x 4104 the 17th column of
-    256 (8 columns wide) costs 5 waves of 2-CTA clusters where 33 columns of 128 take 4."""
+    Of the large tiles, the one that takes the fewest waves of the SMs (every block waits for
+    the last wave: at 4095 x 4104 the 17th column of 256, 8 columns wide, costs a fifth round
+    of 2-CTA clusters where 33 columns of 128 take 4), clusters before single CTAs, 128 x 256
+    before 256 x 128 on a tie (single CTAs win only where pairs waste SMs: one tile row).
+    Since the cluster kernel's start barrier went relaxed and its end barrier gave way to the
+    producer's drain, the clusters pay on aligned rows too (``benches/results/gemm-h100.json``;
+    side runs: ``gemm-cluster-h100.txt``). At 2048^3: 128 x 256 0.95x cuBLAS, 128 x 128 0.92x
+    (``gemm-configs-h100.txt``). The clusters take 4 stages with each slot's wgmma group retired
+    before the next (``mma_pipe=0``), as the unclustered tiles do: at 3000 x 5000 x 2000 fp16
+    0.93x cuBLAS (``gemm-h100-2026-11-26d.json``) where 3 stages with a group in flight ran
+    0.87x (``gemm-h100-2026-11-26c.json``)."""
     sms = _sm_count()
-    for bn in (256, 128):
-        if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / bn) >= sms // 2:
-            if bn == 128:
-                return _WGMMA_CONFIGS[bn]
-            aligned = not any(r % 128 for r in row_bytes)
-            wide = _WGMMA_CONFIGS[256] if aligned else _WGMMA_CLUSTER
-            tall = _WGMMA_TALL if aligned else _WGMMA_TALL_CLUSTER
-            return tall if waves(m, n, tall, sms) < waves(m, n, wide, sms) else wide
+    if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 256) >= sms // 2:
+        # (min keeps the first of the fewest waves)
+        return min((_WGMMA_CLUSTER, _WGMMA_TALL_CLUSTER, _WGMMA_CONFIGS[256], _WGMMA_TALL),
+                   key=lambda cfg: waves(m, n, cfg, sms))
+    if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 128) >= sms // 2:
+        return _WGMMA_CONFIGS[128]
     return _WGMMA_CONFIGS[64]
 
 

@@ -317,23 +317,25 @@ def test_typing_errors():
 
 
 def test_choose_config(monkeypatch):
-    # matmul's chooser on a 132-SM GPU: 128 x 256 tiles where they give half the SMs a tile,
-    # narrower ones below; 2-CTA clusters (multicast B) where a stored row is not a multiple
-    # of 128 bytes; 256 x 128 tiles where they take fewer waves than 128 x 256.
+    # matmul's chooser on a 132-SM GPU: where 128 x 256 tiles give half the SMs a tile, the
+    # large tile taking the fewest waves, 2-CTA clusters (multicast B) first; narrower tiles
+    # below.
     import sys
 
     mm = sys.modules["numba_tma.matmul_api"]
     monkeypatch.setattr(mm, "_sm_count", lambda: 132)
-    for (m, n, k), rows, bm, bn, cm in (((8192, 8192, 8192), (16384, 16384), 128, 256, 1),
-                                        ((2048, 2048, 2048), (4096, 4096), 128, 256, 1),
-                                        ((4095, 4104, 4096), (8192, 8208), 256, 128, 2),
-                                        ((4095, 4104, 4096), (8192, 8320), 256, 128, 1),
-                                        ((3000, 5000, 2000), (4000, 10000), 128, 256, 2),
-                                        ((1024, 8192, 8192), (16384, 16384), 128, 256, 1),
-                                        ((1024, 2048, 1024), (2048, 4096), 128, 128, 1),
-                                        ((1000, 1000, 1000), (2000, 2000), 128, 64, 1),
-                                        ((1, 8, 8), (), 128, 64, 1)):
-        cfg = mm.choose_config(m, n, k, rows)
+    for (m, n, k), bm, bn, cm in (((8192, 8192, 8192), 128, 256, 2),
+                                  ((2048, 2048, 2048), 128, 256, 2),
+                                  ((4095, 4104, 4096), 256, 128, 2),
+                                  ((3000, 5000, 2000), 128, 256, 2),
+                                  ((1024, 8192, 8192), 128, 256, 2),
+                                  ((8192, 1024, 8192), 128, 256, 2),
+                                  # one tile row: pairs would leave half their CTAs idle
+                                  ((128, 32768, 4096), 128, 256, 1),
+                                  ((1024, 2048, 1024), 128, 128, 1),
+                                  ((1000, 1000, 1000), 128, 64, 1),
+                                  ((1, 8, 8), 128, 64, 1)):
+        cfg = mm.choose_config(m, n, k)
         assert (cfg.bm, cfg.bn, cfg.cluster_m) == (bm, bn, cm) and cfg.persistent, \
             ((m, n, k), cfg)
         # 128 x 256 and 256 x 128, in clusters or not: 4 slots, each slot's group retired;

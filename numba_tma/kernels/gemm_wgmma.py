@@ -19,11 +19,15 @@ probe ``wgmma_probe``):
    764 against 771), and the 4-stage form was equal or ahead at every operand layout in side
    runs. At shapes whose tiles fill whole waves it is still 0.96x cuBLAS
    (``gemm-pipeline-h200.txt``): the gap is the per-tile rate, not only the tail.
-3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. On aligned rows it costs a little
-   (686 / 717); where a stored row is not a multiple of 128 bytes it pays: 4095 x 4104 x 4096 556
-   against 534, 3000 x 5000 x 2000 534 against 482, so ``matmul()`` picks it there, now with 4
-   stages and ``mma_pipe=0``: 3000 x 5000 x 2000 571.4 TFLOP/s (``gemm-h100.json``) where the
-   3-stage form had run 541.0 (``gemm-h100-2026-11-26c.json``).
+3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. With a cluster barrier at the
+   start and the end it cost a little on aligned rows (686 / 717) and paid where a stored row
+   is not a multiple of 128 bytes (4095 x 4104 x 4096 556 against 534, 3000 x 5000 x 2000 534
+   against 482). That barrier's releasing arrive waits on every thread's outstanding stores;
+   with a relaxed arrive at the start and the producer's drain at the end
+   (``benches/results/gemm-cluster-h100.txt``: 2048^3 0.890x -> 0.948x cuBLAS, 8192^3
+   0.960x -> 0.985x) ``matmul()`` runs it, with 4 stages and ``mma_pipe=0``, wherever it takes
+   no more waves: 8192^3 749.1 TFLOP/s (0.99x) against the unclustered 731.5
+   (``gemm-h100.json``).
 4. ``WgmmaConfig(128, bm=256)``: 256 x 128 tiles, each consumer warpgroup two m64 halves (two
    ``m64n128k16`` per k16 step on the same B descriptor, 2 x 64 accumulators per thread). The
    slot bytes and accumulators of a 128 x 256 tile, and its speed where both fill the same
@@ -99,8 +103,9 @@ CONSUMER_REGS = 224
 MAX_DYNAMIC_SMEM = 227 * 1024
 #: The default L2 promotion of A's and B's tensor maps (bytes). With none, a slot's loads that
 #: miss L2 fetch only the 32-byte sectors they ask for. Whole 128-byte lines were ahead at most
-#: shapes on two lent H100s (``benches/results/gemm-l2-promotion-h100.txt``) and even on the
-#: bench's (``gemm-h100.json``: rows matmul() and matmul()_l2none); 256 bytes was no better.
+#: shapes on two lent H100s (``benches/results/gemm-l2-promotion-h100.txt``) and even on a
+#: third (``gemm-h100-2026-11-26d.json``: rows matmul() and matmul()_l2none); 256 bytes was no
+#: better.
 L2_PROMOTION = 128
 
 SIGNATURE = ("void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64, int64, int64, "
@@ -564,9 +569,11 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     each slot once the wgmma group reading it has retired (the last one of a tile after
     ``wait_group(0)``). Each consumer warp stages C through ``NBUF`` (2 or 4) 16 x 128-byte boxes
     of its own (not the ring, which the producer is refilling), taking them in turn so a box is
-    written while the others' TMA stores still read theirs. With ``CM = 2`` CTA ``r`` of a cluster loads
-    rows ``[r, r + 1) * BN / 2`` of every B slice and multicasts them to both CTAs; a slot's
-    ``empty`` barrier then counts the consumer warps of both CTAs.
+    written while the others' TMA stores still read theirs. With ``CM = 2`` CTA ``r`` of a
+    cluster loads rows ``[r, r + 1) * BN / 2`` of every B slice and multicasts them to both
+    CTAs; a slot's ``empty`` barrier then counts the consumer warps of both CTAs. The pair
+    meets once, at the start (a relaxed cluster arrive and wait after the barriers' init
+    fence); at the end each producer drains its ``empty`` barriers instead (``drain``).
 
     Ping-pong (``PP``): consumer warpgroup ``c`` takes the block's tiles ``c, c + 2, ...``
     whole (all ``TM`` rows, two m64 halves) and skips the other's slots in the ring; before
@@ -628,6 +635,21 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 s = 0
                 passes += 1
         return s, passes
+
+    @cuda.jit(device=True, inline="always")
+    def drain(empty, s, passes):
+        # Producer, cluster: wait, as before loading them again, until the consumers of both
+        # CTAs have released every slot that was filled, so no peer's arrive can land on this
+        # CTA's barriers after it exits (CUTLASS's producer tail). It stands in for a cluster
+        # barrier at the end, whose releasing arrive would wait on every thread's outstanding
+        # stores. The peer's multicasts into this CTA are all awaited by its own consumers.
+        for _ in range(S):
+            if passes > 0:
+                mbarrier.wait(empty[s:], (passes - 1) & 1)
+            s += 1
+            if s == S:
+                s = 0
+                passes += 1
 
     @cuda.jit(device=True, inline="always")
     def skip_slots(s, passes, count):
@@ -876,7 +898,11 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 mbarrier.init(turn[1:], 1)
             mbarrier.fence_init()
         if CM > 1:
-            cluster.sync()          # the peer's barriers exist before anything multicasts
+            # The peer's barriers exist before anything multicasts or arrives remotely:
+            # fence_init released them at cluster scope, so a relaxed arrive suffices (a
+            # releasing one adds a GPU-scope MEMBAR per thread).
+            cluster.arrive_relaxed()
+            cluster.wait()
         else:
             cuda.syncthreads()
 
@@ -895,6 +921,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 s, passes = sk_produce(a_map, b_map, tiles, full, empty, cid, nclusters,
                                        dp_units, sk_iters, num_k, tiles_m, tiles_n, rank, s,
                                        passes)
+                if CM > 1:
+                    drain(empty, s, passes)
         else:
             wgmma.setmaxnreg_inc(CONSUMER_REGS)
             c = wg - 1
@@ -943,9 +971,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 passes, boxes, loads)
             if lane == 0:
                 tma.wait_group_read(0)
-        if CM > 1:
-            cluster.sync()          # no peer may still arrive on this CTA's barriers
-        # (The block stays resident until its bulk stores have read their sources.)
+        # (The block stays resident until its bulk stores have read their sources, and, in a
+        # cluster, until the producer's drain has seen every remote arrive land.)
 
     if SK:
         @cuda.jit(launch_bounds=(THREADS, 1))
