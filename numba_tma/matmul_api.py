@@ -172,7 +172,8 @@ def plan_matmul(a, b, out, config=None):
 def choose_config(m, n, k):
     """The persistent wgmma configuration for an M x N x K problem: 128 x 256 or 256 x 128 tiles
     in 2-CTA clusters that multicast B where 128 x 256 tiles give at least half the SMs a
-    tile, else the widest of 128 x 128 and 128 x 64 that does, else 128 x 64.
+    tile, else the widest of 128 x 128 and 128 x 64 that does, else 128 x 64, one block per
+    tile (they fit in one wave: see ``_WGMMA_NARROW``).
 
     Of the large tiles, the one that takes the fewest waves of the SMs (every block waits for
     the last wave: at 4095 x 4104 the 17th column of 256, 8 columns wide, costs a fifth round
@@ -188,11 +189,12 @@ def choose_config(m, n, k):
     sms = _sm_count()
     if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 256) >= sms // 2:
         # (min keeps the first of the fewest waves)
-        return min((_WGMMA_CLUSTER, _WGMMA_TALL_CLUSTER, _WGMMA_CONFIGS[256], _WGMMA_TALL),
+        return min((_WGMMA_CLUSTER, _WGMMA_TALL_CLUSTER, _WGMMA_WIDE, _WGMMA_TALL),
                    key=lambda cfg: waves(m, n, cfg, sms))
+    # (fewer than sms / 2 tiles of 128 x 256: the narrower tiles fit in one wave)
     if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 128) >= sms // 2:
-        return _WGMMA_CONFIGS[128]
-    return _WGMMA_CONFIGS[64]
+        return _WGMMA_NARROW[128]
+    return _WGMMA_NARROW[64]
 
 
 def waves(m, n, cfg, sms):
@@ -203,13 +205,17 @@ def waves(m, n, cfg, sms):
     return math.ceil(units / max(1, sms // cm))
 
 
-#: Per tile width: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the
-#: next (mma_pipe=0); with a group left in flight, 3 slots had run faster than 4 on the H100
+#: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
+#: (mma_pipe=0); with a group left in flight, 3 slots had run faster than 4 on the H100
 #: (gemm-configs-h100.txt); both against each other on the H200: benches/results/gemm-h200.txt
-#: (wgmma_persistent_s3 is the former choice). The narrower tiles take more slots.
-_WGMMA_CONFIGS = {256: gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0),
-                  128: gemm_wgmma.WgmmaConfig(128, stages=6),
-                  64: gemm_wgmma.WgmmaConfig(64, stages=8)}
+#: (wgmma_persistent_s3 is the former choice).
+_WGMMA_WIDE = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
+#: The narrower tiles, which choose_config takes only where they fit in one wave: one block per
+#: tile (the first rung), since with no next tile the persistent loop and its epilogue staging
+#: only cost (benches/results/gemm-small-h100.txt: 1024^3 fp16 9.5 us against the persistent
+#: 128 x 64 tiles' 10.4, 768 x 2048 x 4096 25.6 us against the persistent 128 x 128's 26.6).
+_WGMMA_NARROW = {128: gemm_wgmma.WgmmaConfig(128, stages=4, persistent=False),
+                 64: gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False)}
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
 #: 256 x 128 tiles, where they take fewer waves (choose_config); raster groups of 4 tile rows,
 #: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover

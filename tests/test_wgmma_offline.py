@@ -5,6 +5,7 @@ no ptxas wgmma warnings) and of the warp-specialised GEMM (USETMAXREG both ways,
 64xBNx16, clean consumer path), and the typing errors."""
 
 import importlib.util
+import math
 import os
 
 import numpy as np
@@ -336,19 +337,22 @@ def test_choose_config(monkeypatch):
                                   ((1000, 1000, 1000), 128, 64, 1),
                                   ((1, 8, 8), 128, 64, 1)):
         cfg = mm.choose_config(m, n, k)
-        assert (cfg.bm, cfg.bn, cfg.cluster_m) == (bm, bn, cm) and cfg.persistent, \
-            ((m, n, k), cfg)
-        # 128 x 256 and 256 x 128, in clusters or not: 4 slots, each slot's group retired;
-        # A's and B's maps with 128-byte L2 promotion
-        assert (cfg.stages, cfg.mma_pipe) == ((4, 0) if bn == 256 or bm == 256
-                                              else (cfg.stages, 1)), cfg
+        assert (cfg.bm, cfg.bn, cfg.cluster_m) == (bm, bn, cm), ((m, n, k), cfg)
+        # 128 x 256 and 256 x 128, in clusters or not: persistent, 4 slots, each slot's group
+        # retired; the narrower tiles one block per tile, in one wave; A's and B's maps with
+        # 128-byte L2 promotion
+        large = bn == 256 or bm == 256
+        assert cfg.persistent == large, cfg
+        assert (cfg.stages, cfg.mma_pipe) == ((4, 0) if large else (cfg.stages, 1)), cfg
+        if not large:
+            assert math.ceil(m / 128) * math.ceil(n / bn) <= 132
         assert cfg.l2_promotion == 128
     # the wave model: 4095 x 4104 is 32 x 17 tiles of 128 x 256 (16 x 17 cluster pairs: 5
     # rounds of 66) but 16 x 33 of 256 x 128 (4 rounds of 132, or of 66 pairs)
     assert mm.waves(4095, 4104, mm._WGMMA_CLUSTER, 132) == 5
     assert mm.waves(4095, 4104, mm._WGMMA_TALL_CLUSTER, 132) == 4
     assert mm.waves(4095, 4104, mm._WGMMA_TALL, 132) == 4
-    assert mm.waves(4096, 4096, mm._WGMMA_CONFIGS[256], 132) == 4
+    assert mm.waves(4096, 4096, mm._WGMMA_WIDE, 132) == 4
 
 
 def test_stream_k_split():

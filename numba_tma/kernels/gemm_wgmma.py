@@ -8,7 +8,10 @@ run is named; below it ``gemm_tma``'s
 probe ``wgmma_probe``):
 
 1. ``WgmmaConfig(persistent=False)``, one block per tile (described below): wgmma alone lifts
-   4096^3 to 698 TFLOP/s and 8192^3 to 714 (0.93x / 0.94x cuBLAS).
+   4096^3 to 698 TFLOP/s and 8192^3 to 714 (0.93x / 0.94x cuBLAS). ``matmul()`` runs it with
+   128 x 128 or 128 x 64 tiles where those fit in one wave, as there is no next tile to
+   overlap: 1024^3 fp16 9.5 us against the persistent rung's 10.4
+   (``benches/results/gemm-small-h100.txt``).
 2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
    tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS in
    ``gemm-configs-h100.txt``): 719 and 726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton).
@@ -26,7 +29,7 @@ probe ``wgmma_probe``):
    with a relaxed arrive at the start and the producer's drain at the end
    (``benches/results/gemm-cluster-h100.txt``: 2048^3 0.890x -> 0.948x cuBLAS, 8192^3
    0.960x -> 0.985x) ``matmul()`` runs it, with 4 stages and ``mma_pipe=0``, wherever it takes
-   no more waves: 8192^3 749.1 TFLOP/s (0.99x) against the unclustered 731.5
+   no more waves: 8192^3 754.6 TFLOP/s (0.98x) against the unclustered 732.6
    (``gemm-h100.json``).
 4. ``WgmmaConfig(128, bm=256)``: 256 x 128 tiles, each consumer warpgroup two m64 halves (two
    ``m64n128k16`` per k16 step on the same B descriptor, 2 x 64 accumulators per thread). The

@@ -71,6 +71,9 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(128, stages=6, pingpong=True),
                                  WgmmaConfig(64, pingpong=True),
                                  WgmmaConfig(256, stages=4, mma_pipe=0, l2_promotion=0),
+                                 # matmul()'s one-wave narrow tiles
+                                 WgmmaConfig(128, stages=4, persistent=False),
+                                 WgmmaConfig(64, stages=8, persistent=False),
                                  WgmmaConfig(128, bm=256, cluster_m=2, l2_promotion=256),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
