@@ -170,8 +170,8 @@ def plan_matmul(a, b, out, config=None):
 
 
 def choose_config(m, n, k):
-    """The persistent wgmma configuration for an M x N x K problem: 128 x 256 or 256 x 128 tiles
-    in 2-CTA clusters that multicast B where 128 x 256 tiles give at least half the SMs a
+    """The wgmma configuration for an M x N x K problem: persistent 128 x 256 or 256 x 128 tiles,
+    in 2-CTA clusters that multicast B, where 128 x 256 tiles give at least half the SMs a
     tile, else the widest of 128 x 128 and 128 x 64 that does, else 128 x 64, one block per
     tile (they fit in one wave: see ``_WGMMA_NARROW``).
 
