@@ -189,6 +189,11 @@ def test_gemm_sass(case):
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
     assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m == 2)
+    # A cluster's CTAs meet once: a relaxed arrive and a wait at the start (the producer drains
+    # its empty barriers at the end), never a releasing arrive's GPU-scope MEMBAR, which waited
+    # on every thread's stores (benches/results/gemm-cluster-h100.txt).
+    assert kb.sass.count("UCGABAR_ARV") == kb.sass.count("UCGABAR_WAIT") == (cfg.cluster_m - 1)
+    assert not kb.has("MEMBAR.ALL.GPU")
     # mma_pipe: after a slot's group the consumers wait for the previous group (1) or this
     # one (0), never leaving one in flight with mma_pipe=0.
     depbar = {ln.split("*/")[1].split(";")[0].strip() for ln in kb.sass.splitlines()
