@@ -180,17 +180,20 @@ def choose_config(m, n, k):
     of 2-CTA clusters where 33 columns of 128 take 4), clusters before single CTAs, 128 x 256
     before 256 x 128 on a tie (single CTAs win only where pairs waste SMs: one tile row).
     Since the cluster kernel's start barrier went relaxed and its end barrier gave way to the
-    producer's drain, the clusters pay on aligned rows too (``benches/results/gemm-h100.json``;
+    producer's drain, the clusters pay on aligned rows too (``gemm-h100-2026-11-26f.json``;
     side runs: ``gemm-cluster-h100.txt``). At 2048^3: 128 x 256 0.95x cuBLAS, 128 x 128 0.92x
     (``gemm-configs-h100.txt``). The clusters take 4 stages with each slot's wgmma group retired
     before the next (``mma_pipe=0``), as the unclustered tiles do: at 3000 x 5000 x 2000 fp16
     0.93x cuBLAS (``gemm-h100-2026-11-26d.json``) where 3 stages with a group in flight ran
-    0.87x (``gemm-h100-2026-11-26c.json``)."""
+    0.87x (``gemm-h100-2026-11-26c.json``). Where a 128 x 256 launch takes more than one
+    wave, its blocks store each tile's C under the next tile's first wgmmas
+    (``overlap_epilogue``; see ``_OVERLAPPED``)."""
     sms = _sm_count()
     if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 256) >= sms // 2:
         # (min keeps the first of the fewest waves)
-        return min((_WGMMA_CLUSTER, _WGMMA_TALL_CLUSTER, _WGMMA_WIDE, _WGMMA_TALL),
-                   key=lambda cfg: waves(m, n, cfg, sms))
+        cfg = min((_WGMMA_CLUSTER, _WGMMA_TALL_CLUSTER, _WGMMA_WIDE, _WGMMA_TALL),
+                  key=lambda cfg: waves(m, n, cfg, sms))
+        return _OVERLAPPED.get(cfg.key(), cfg) if waves(m, n, cfg, sms) > 1 else cfg
     # (fewer than sms / 2 tiles of 128 x 256: the narrower tiles fit in one wave)
     if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 128) >= sms // 2:
         return _WGMMA_NARROW[128]
@@ -224,6 +227,11 @@ _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
 _WGMMA_TALL = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4)
 _WGMMA_TALL_CLUSTER = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4,
                                              cluster_m=2)
+#: The 128 x 256 choices with the epilogue overlapped, where blocks take more than one tile:
+#: with one tile each there is no next tile to store under, and 2048^3 fp16 ran 0.941x cuBLAS
+#: against the plain epilogue's 0.957x (``benches/results/gemm-epilogue-h100.txt``).
+_OVERLAPPED = {cfg.key(): cfg.replace(overlap_epilogue=True)
+               for cfg in (_WGMMA_CLUSTER, _WGMMA_WIDE)}
 
 
 _CONFIG_TYPES = (gemm_wgmma.WgmmaConfig, gemm_tma.GemmConfig)

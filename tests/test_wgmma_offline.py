@@ -169,7 +169,36 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
               (False, False, "f16", "f32", True, 128, {"stages": 4, "bm": 256}),
               # ping-pong: each consumer its own 128-row tile, two m64 halves
               (True, True, "f16", "f16", False, 128, {"stages": 6, "pingpong": True}),
-              (False, False, "bf16", "f32", True, 64, {"pingpong": True})]
+              (False, False, "bf16", "f32", True, 64, {"pingpong": True}),
+              # the overlapped epilogue (matmul()'s 128 x 256 choice beyond one wave): 16-bit C
+              # packed into 64 more registers while the next tile's accumulators fill
+              (True, False, "f16", "f16", False, 256, {"stages": 4, "mma_pipe": 0,
+                                                       "cluster_m": 2, "overlap_epilogue": True}),
+              (False, True, "bf16", "bf16", False, 256, {"stages": 4, "mma_pipe": 0,
+                                                         "overlap_epilogue": True}),
+              (True, True, "f16", "f16", False, 192, {"stages": 4, "mma_pipe": 0,
+                                                      "overlap_epilogue": True}),
+              (False, False, "f16", "f16", False, 64, {"stages": 6, "mma_pipe": 0,
+                                                       "overlap_epilogue": True}),
+              # f32 output and beta keep the plain epilogue
+              (True, False, "f16", "f32", False, 256, {"stages": 4, "mma_pipe": 0,
+                                                       "overlap_epilogue": True}),
+              (True, False, "f16", "f16", True, 256, {"stages": 4, "mma_pipe": 0,
+                                                      "cluster_m": 2, "overlap_epilogue": True})]
+
+
+def _stores_under_wgmma(sass):
+    """Whether a C store (STSM or UTMASTG) sits between a wgmma group's last HGMMA (the one
+    that sets gsb0) and the WARPGROUP.DEPBAR that waits for it, in program order."""
+    in_flight = False
+    for line in sass.splitlines():
+        if "HGMMA" in line and "gsb0" in line:
+            in_flight = True
+        elif "WARPGROUP.DEPBAR" in line:
+            in_flight = False
+        elif in_flight and ("STSM" in line or "UTMASTG" in line):
+            return True
+    return False
 
 
 @offline
@@ -204,6 +233,9 @@ def test_gemm_sass(case):
     # behind gpu-scope fences; nothing of it in the other kernels.
     for op in ("ATOMG.E.EXCH.STRONG.GPU", "ATOMG.E.CAS.STRONG.GPU", "MEMBAR.SC.GPU"):
         assert kb.has(op) == cfg.stream_k, op
+    # The overlapped epilogue stores C while the next tile's wgmma group runs; only there.
+    overlapped = cfg.overlap_epilogue and args[3] != "f32" and not args[4]
+    assert _stores_under_wgmma(kb.sass) == overlapped
 
 
 def test_config_errors():
@@ -271,6 +303,24 @@ def test_config_errors():
     assert gemm_wgmma.smem_bytes(tall, 2) == gemm_wgmma.smem_bytes(
         gemm_wgmma.WgmmaConfig(256, stages=4), 2)
     assert gemm_wgmma.grid_size(2100, 1000, tall, 1000) == 5 * 2 * 8
+
+
+def test_overlap_epilogue_config():
+    ov = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2, overlap_epilogue=True)
+    assert "overlap_epilogue=True" in repr(ov) and "overlap" not in repr(ov.replace(
+        overlap_epilogue=False))
+    assert gemm_wgmma.WgmmaConfig(*ov.key()[1:]).key() == ov.key()
+    assert ov.kernel_key() != ov.replace(overlap_epilogue=False).kernel_key()
+    assert gemm_wgmma.smem_bytes(ov, 2) == gemm_wgmma.smem_bytes(ov.replace(
+        overlap_epilogue=False), 2)
+    for bad in (dict(persistent=False), dict(stream_k=True), dict(mma_pipe=1),
+                dict(bn=128, bm=256)):
+        with pytest.raises(ValueError, match="overlap_epilogue=True .* needs persistent=True, "
+                                             "stream_k=False, bm=128, pingpong=False and "
+                                             "mma_pipe=0"):
+            ov.replace(cluster_m=1, **bad)
+    with pytest.raises(ValueError, match="overlap_epilogue=True"):
+        gemm_wgmma.WgmmaConfig(128, stages=6, pingpong=True, overlap_epilogue=True)
 
 
 def test_l2_promotion_is_a_host_setting():
@@ -352,6 +402,11 @@ def test_choose_config(monkeypatch):
         if not large:
             assert math.ceil(m / 128) * math.ceil(n / bn) <= 132
         assert cfg.l2_promotion == 128
+        # 128 x 256 tiles store C under the next tile's wgmmas where blocks take several
+        assert cfg.overlap_epilogue == (bm == 128 and bn == 256
+                                        and mm.waves(m, n, cfg, 132) > 1), cfg
+    assert mm.choose_config(8192, 8192, 8192).overlap_epilogue
+    assert not mm.choose_config(2048, 2048, 2048).overlap_epilogue      # one tile per pair
     # the wave model: 4095 x 4104 is 32 x 17 tiles of 128 x 256 (16 x 17 cluster pairs: 5
     # rounds of 66) but 16 x 33 of 256 x 128 (4 rounds of 132, or of 66 pairs)
     assert mm.waves(4095, 4104, mm._WGMMA_CLUSTER, 132) == 5

@@ -30,7 +30,7 @@ probe ``wgmma_probe``):
    (``benches/results/gemm-cluster-h100.txt``: 2048^3 0.890x -> 0.948x cuBLAS, 8192^3
    0.960x -> 0.985x) ``matmul()`` runs it, with 4 stages and ``mma_pipe=0``, wherever it takes
    no more waves: 8192^3 754.6 TFLOP/s (0.98x) against the unclustered 732.6
-   (``gemm-h100.json``).
+   (``gemm-h100-2026-11-26f.json``).
 4. ``WgmmaConfig(128, bm=256)``: 256 x 128 tiles, each consumer warpgroup two m64 halves (two
    ``m64n128k16`` per k16 step on the same B descriptor, 2 x 64 accumulators per thread). The
    slot bytes and accumulators of a 128 x 256 tile, and its speed where both fill the same
@@ -55,6 +55,17 @@ probe ``wgmma_probe``):
    (``benches/results/gemm-pingpong-h100.txt``, fp16): 4096^3 706.1 TFLOP/s against
    ``matmul()``'s 736.0, 8192^3 695.4 against 745.7, 2048^3 605.3 against 604.2; ahead only at
    1000^3, 148.5 against 138.1. ``matmul()`` does not choose it.
+7. ``WgmmaConfig(mma_pipe=0, overlap_epilogue=True)``: side builds showed the main loop at
+   cuBLAS's pace and the epilogue as the gap (``benches/results/gemm-epilogue-h100.txt``, fp16,
+   128 x 256 clusters: without an epilogue 4096^3 ran 1.000x cuBLAS and 8192^3 0.998x, with it
+   0.964x and 0.983x; ``stmatrix`` without the TMA stores 0.989x and 0.991x). Neither the
+   stores' buffer waits, nor fewer and larger stores, nor L2 eviction hints, nor consumers
+   staggered so their epilogues fall apart paid. Here each consumer packs a finished tile's C
+   into 16-bit pairs (64 registers beside the next tile's 128 accumulators) and stores it box
+   by box under the next tile's first wgmma groups. ``matmul()`` runs it for 128 x 256 tiles
+   where blocks take more than one tile (16-bit output without ``beta``; the others keep the
+   plain epilogue): 4096^3 fp16 734.4 TFLOP/s (0.98x cuBLAS) against the plain epilogue's
+   723.4 (0.96x), 8192^3 745.2 (0.99x) against 741.8 (``gemm-h100.json``, row ``plain``).
 
 * One block computes a ``bm x BN`` tile (``bm = 128``: two consumer warpgroups of 64 rows, one
   ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator registers per thread; or
@@ -139,17 +150,22 @@ class WgmmaConfig:
     keeps the tensor cores fed meanwhile); ``pingpong`` (persistent, ``bm = 128``,
     ``bn <= 128``, ``mma_pipe = 1``, no clusters or stream-K): each consumer warpgroup computes
     whole ``128 x bn`` tiles of its own, the block's tiles alternating between the two, so
-    one's epilogue overlaps the other's main loop; ``l2_promotion`` (0, 64, 128 or 256 bytes):
+    one's epilogue overlaps the other's main loop; ``overlap_epilogue`` (persistent,
+    ``bm = 128``, ``mma_pipe = 0``, no ping-pong or stream-K): with 16-bit output and no
+    ``beta``, each consumer packs a finished tile's accumulators into 16-bit pairs and stores
+    them box by box under the next tile's first wgmma groups, instead of between the tiles
+    with the tensor cores idle (f32 output and ``beta`` keep the plain epilogue: their
+    accumulators do not fit beside the next tile's); ``l2_promotion`` (0, 64, 128 or 256 bytes):
     the L2 promotion of A's and B's tensor maps, a host-side setting the kernel never sees (on
     an L2 miss the L2 fetches whole 128-byte lines instead of the 32-byte sectors asked for:
     see ``L2_PROMOTION``)."""
 
     __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers",
-                 "mma_pipe", "bm", "pingpong", "l2_promotion")
+                 "mma_pipe", "bm", "pingpong", "overlap_epilogue", "l2_promotion")
 
     def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
                  stream_k=False, c_buffers=2, mma_pipe=1, bm=BM, pingpong=False,
-                 l2_promotion=None):
+                 overlap_epilogue=False, l2_promotion=None):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -191,6 +207,14 @@ class WgmmaConfig:
                              f"stream_k={stream_k}, cluster_m={cluster_m}, bm={bm}, bn={bn}, "
                              f"mma_pipe={mma_pipe}")
         self.pingpong = bool(pingpong)
+        if overlap_epilogue and (not persistent or stream_k or bm != BM or pingpong
+                                 or mma_pipe != 0):
+            raise ValueError(f"overlap_epilogue=True (C stored under the next tile's wgmmas) "
+                             f"needs persistent=True, stream_k=False, bm={BM}, pingpong=False "
+                             f"and mma_pipe=0; got persistent={persistent}, "
+                             f"stream_k={stream_k}, bm={bm}, pingpong={pingpong}, "
+                             f"mma_pipe={mma_pipe}")
+        self.overlap_epilogue = bool(overlap_epilogue)
         if l2_promotion is None:
             l2_promotion = L2_PROMOTION
         if l2_promotion not in (0, 64, 128, 256):
@@ -215,7 +239,8 @@ class WgmmaConfig:
         """What the compiled kernel depends on (``key()`` without the host-side
         ``l2_promotion``): configs that differ only there share one kernel."""
         return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
-                self.stream_k, self.c_buffers, self.mma_pipe, self.bm, self.pingpong)
+                self.stream_k, self.c_buffers, self.mma_pipe, self.bm, self.pingpong,
+                self.overlap_epilogue)
 
     def replace(self, **changes):
         """A copy of this config with ``changes`` (keyword arguments of the constructor)."""
@@ -229,6 +254,7 @@ class WgmmaConfig:
         more += f", mma_pipe={self.mma_pipe}" if self.mma_pipe != 1 else ""
         more += f", bm={self.bm}" if self.bm != BM else ""
         more += ", pingpong=True" if self.pingpong else ""
+        more += ", overlap_epilogue=True" if self.overlap_epilogue else ""
         more += (f", l2_promotion={self.l2_promotion}" if self.l2_promotion != L2_PROMOTION
                  else "")
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
@@ -304,6 +330,25 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False)
         fence_accumulators(acc, acc2)
 
     @cuda.jit(device=True, inline="always")
+    def mma_issue(acc, tiles, s, c):
+        # mma_slot's wgmmas and commit without the wait (one m64 half): the overlapped
+        # epilogue stores a box of the previous tile between the two.
+        a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
+        b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
+        wgmma.fence()
+        for kk in range(BK // 16):
+            b_k = wgmma.descriptor_advance(b_desc, kk * B_KSTEP)
+            mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP), b_k, BN, 1, TA, TB)
+        wgmma.commit_group()
+        wgmma.fence_operand(acc, NACC)
+
+    @cuda.jit(device=True, inline="always")
+    def mma_retire(acc):
+        # ... and its wait: the group has retired, the slot may be released.
+        wgmma.wait_group(0)
+        wgmma.fence_operand(acc, NACC)
+
+    @cuda.jit(device=True, inline="always")
     def tile_origin(unit, tiles_m, tiles_n, rank):
         # Raster: group_m units (a unit: the CM tiles along M that share B) walk the tile
         # columns together, for L2 reuse of B; 32-bit division (64-bit is a called routine).
@@ -317,8 +362,20 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False)
         return row0, col0
 
     return SimpleNamespace(NACC=NACC, HALVES=HALVES, STAGE_BYTES=STAGE_BYTES,
-                           issue_slot=issue_slot, mma_slot=mma_slot,
-                           fence_accumulators=fence_accumulators, tile_origin=tile_origin)
+                           issue_slot=issue_slot, mma_slot=mma_slot, mma_issue=mma_issue,
+                           mma_retire=mma_retire, fence_accumulators=fence_accumulators,
+                           tile_origin=tile_origin)
+
+
+@cuda.jit(device=True, inline="always")
+def _stmatrix_row(off, lane, q4):
+    # The byte offset of lane's row address for the stmatrix.x4 of columns 16 q4..16 q4 + 15 of
+    # the 128B-swizzled 16 x 64 (16-bit) box at off: its matrices are (rows 0-7 | 8-15) x
+    # (n8 tile 2 q4 | 2 q4 + 1), and lane's word q of them packs accumulators
+    # ((q4 * 2 + (q >> 1)) * 4 + 2 * (q & 1)) + (0, 1) of the box's n8 tiles.
+    srow = (lane & 7) + (((lane >> 3) & 1) << 3)
+    chunk = (q4 * 2 + (lane >> 4)) & 7
+    return off + srow * SPAN + ((chunk ^ (srow & 7)) << 4)
 
 
 def _box_writer(out_kind, has_beta):
@@ -338,14 +395,11 @@ def _box_writer(out_kind, has_beta):
     @cuda.jit(device=True, inline="always")
     def write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old):
         if OUT16:
-            srow = (lane & 7) + (((lane >> 3) & 1) << 3)
             for q4 in range(4):
-                chunk = (q4 * 2 + (lane >> 4)) & 7
-                soff = off + srow * SPAN + ((chunk ^ (srow & 7)) << 4)
+                soff = _stmatrix_row(off, lane, q4)
                 if has_beta:
                     warp.ldmatrix(old, smem8, soff, 4)
                 for q in range(4):
-                    # stmatrix.x4 matrices: (rows 0-7 | 8-15) x (n8 tile 2nj | 2nj + 1)
                     i = ((j * 4 + q4) * 2 + (q >> 1)) * 4 + 2 * (q & 1)
                     v0 = alpha * acc[i]
                     v1 = alpha * acc[i + 1]
@@ -388,10 +442,10 @@ KERNEL_KEY_LEN = len(DEFAULT_CONFIG.kernel_key())
 
 @functools.cache
 def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
-    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM, PP = cfg_key
+    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM, PP, OV = cfg_key
     if persistent:
         return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor,
-                                  in_kind, out_kind, has_beta, TM, PP)
+                                  in_kind, out_kind, has_beta, TM, PP, OV)
     LOG_S = S.bit_length() - 1
     P = _pieces(BN, group_m, 1, PIPE, a_kmajor, b_kmajor, in_kind)
     NACC = P.NACC
@@ -563,7 +617,7 @@ def workspace_floats(bn, blocks):
 
 
 def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, in_kind,
-                       out_kind, has_beta, TM=BM, PP=False):
+                       out_kind, has_beta, TM=BM, PP=False, OV=False):
     """The persistent rung (``WgmmaConfig(persistent=True)``): one block per SM (``CM`` = 2:
     one cluster per SM pair) walks its tiles; the producer runs ahead across tile boundaries,
     so the next tile's first slots load while the consumers' epilogue stores this one.
@@ -584,6 +638,13 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     it has waited for the last slot of its own tile, so a full barrier is never two passes
     behind the one a consumer waits for (parity cannot tell those apart). A slot's ``empty``
     barrier then counts the 4 warps of one consumer.
+
+    Overlapped epilogue (``OV``, 16-bit output without ``beta``; else the plain one): a
+    consumer that finishes a tile packs ``alpha`` times its accumulators into 16-bit pairs
+    (``NACC / 2`` registers beside the ``NACC`` of the next tile) and starts the next tile at
+    once; its first ``C_BOXES`` slots each store one box of the packed tile between the
+    wgmma issue and the wait, so the stores run under the tensor cores' work instead of
+    between tiles with them idle. The block's last tile is stored after its loop.
 
     Stream-K (``SK``): where the tiles do not fill whole waves, the last wave's tiles would
     leave SMs idle. Every block first takes ``dp_units`` tiles whole (the same number each),
@@ -617,6 +678,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
     fence_accumulators = P.fence_accumulators
     write_box = _box_writer(out_kind, has_beta)
+    OV = OV and OUT16 and not has_beta     # (else the plain epilogue: see the docstring)
 
     @cuda.jit(device=True, inline="always")
     def release(bar):
@@ -868,6 +930,112 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                        ws, flags, s, passes, boxes, loads):
             return s, passes, boxes, loads
 
+    # The overlapped epilogue's parts; without OV, an empty function (as stream-K's).
+    if OV:
+        NWORDS = NACC // 2
+        mma_issue, mma_retire = P.mma_issue, P.mma_retire
+        pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
+
+        @cuda.jit(device=True, inline="always")
+        def store_packed(c16, dyn8, c_map, stage, lane, crow, col0, m, n, boxes, words, j):
+            # Box j (a compile-time constant; none past C_BOXES) of a warp's packed 16 rows.
+            if j < C_BOXES:
+                ccol = col0 + j * C_COLS
+                off = stage + (boxes & (NBUF - 1)) * C_BOX_BYTES
+                boxes += 1
+                if lane == 0:
+                    tma.wait_group_read(STORES_IN_FLIGHT)   # this buffer's last store read it
+                cuda.syncwarp()
+                for q4 in range(4):
+                    for q in range(4):
+                        words[q] = c16[((j * 4 + q4) * 2 + (q >> 1)) * 2 + (q & 1)]
+                    warp.stmatrix(dyn8, _stmatrix_row(off, lane, q4), words, 4)
+                fence.proxy_async_shared()
+                cuda.syncwarp()
+                if lane == 0:
+                    if crow < m and ccol < n:
+                        tma.store(c_map, (crow, ccol), dyn8[off:])
+                    tma.commit_group()      # (empty when outside: keeps the count)
+            return boxes
+
+        @cuda.jit(device=True, inline="always")
+        def slot_storing(acc, c16, tiles, full, empty, c, lane, kt, kt1, s, passes, pend, dyn8,
+                         c_map, stage, pcrow, pcol, m, n, boxes, words, j):
+            # K slice kt of the tile (if there is one) with box j of the packed previous tile
+            # (if there is one) stored between its wgmma issue and its wait.
+            if kt < kt1:
+                mbarrier.wait(full[s:], passes & 1)
+                mma_issue(acc, tiles, s, c)
+                if pend:
+                    boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n,
+                                         boxes, words, j)
+                mma_retire(acc)
+                if lane == 0:
+                    release(empty[s:])
+                s += 1
+                if s == S:
+                    s = 0
+                    passes += 1
+            elif pend:
+                boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n, boxes,
+                                     words, j)
+            return s, passes, boxes
+
+        @cuda.jit(device=True, inline="always")
+        def consume_overlapped(acc, tiles, c_map, c, lane, cw, stage, unit, step, dp_units,
+                               num_k, tiles_m, tiles_n, rank, m, n, alpha, words, s, passes,
+                               boxes):
+            dyn8, dynf, full, empty, cbar = smem_views()
+            c16 = cuda.local.array(NWORDS, np.uint32)   # the previous tile, packed
+            pend = False
+            pcrow = 0
+            pcol = 0
+            while unit < dp_units:
+                row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
+                unit += step
+                for i in range(NACC):
+                    acc[i] = 0.0
+                wgmma.fence_operand(acc, NACC)
+                # (one call per box: j stays a constant, and so every register index)
+                s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 0, num_k,
+                                                s, passes, pend, dyn8, c_map, stage, pcrow,
+                                                pcol, m, n, boxes, words, 0)
+                s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 1, num_k,
+                                                s, passes, pend, dyn8, c_map, stage, pcrow,
+                                                pcol, m, n, boxes, words, 1)
+                s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 2, num_k,
+                                                s, passes, pend, dyn8, c_map, stage, pcrow,
+                                                pcol, m, n, boxes, words, 2)
+                s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 3, num_k,
+                                                s, passes, pend, dyn8, c_map, stage, pcrow,
+                                                pcol, m, n, boxes, words, 3)
+                for kt in range(4, num_k):
+                    mbarrier.wait(full[s:], passes & 1)
+                    mma_issue(acc, tiles, s, c)
+                    mma_retire(acc)
+                    if lane == 0:
+                        release(empty[s:])
+                    s += 1
+                    if s == S:
+                        s = 0
+                        passes += 1
+                for w in range(NWORDS):
+                    c16[w] = pack(alpha * acc[2 * w], alpha * acc[2 * w + 1])
+                pend = True
+                pcrow = row0 + (cw >> 2) * WG_ROWS + (cw & 3) * SLAB_ROWS
+                pcol = col0
+            if pend:
+                for j in range(4):      # (C_BOXES <= 4 boxes of 64 columns)
+                    boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n,
+                                         boxes, words, j)
+            return s, passes, boxes
+    else:
+        @cuda.jit(device=True, inline="always")
+        def consume_overlapped(acc, tiles, c_map, c, lane, cw, stage, unit, step, dp_units,
+                               num_k, tiles_m, tiles_n, rank, m, n, alpha, words, s, passes,
+                               boxes):
+            return s, passes, boxes
+
     # (forceinline: NVVM inlines the body into both kernels, where numba's IR-level inlining
     # would copy the whole inlined body once more.)
     @cuda.jit(device=True, forceinline=True)
@@ -955,6 +1123,11 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 step = 2 * nclusters
                 if c == 1:
                     s, passes = skip_slots(s, passes, num_k)
+            if OV:
+                s, passes, boxes = consume_overlapped(
+                    acc, tiles, c_map, c, lane, cw, stage, unit, step, dp_units, num_k,
+                    tiles_m, tiles_n, rank, m, n, alpha, words, s, passes, boxes)
+                unit = dp_units
             while unit < dp_units:
                 row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
                 if PP and (c == 1 or unit != cid):

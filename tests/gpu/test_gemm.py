@@ -162,6 +162,53 @@ def test_persistent_many_tiles(cfg, out_dtype):
     np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
 
 
+OVERLAPPED = [WgmmaConfig(256, stages=4, mma_pipe=0, overlap_epilogue=True),
+              WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2, overlap_epilogue=True),
+              WgmmaConfig(192, stages=4, mma_pipe=0, group_m=3, overlap_epilogue=True),
+              WgmmaConfig(128, stages=6, mma_pipe=0, cluster_m=2, overlap_epilogue=True),
+              WgmmaConfig(64, stages=6, mma_pipe=0, overlap_epilogue=True)]
+
+
+@pytest.mark.parametrize("cfg", OVERLAPPED, ids=repr)
+@pytest.mark.parametrize("k", [328, 136, 8], ids=lambda k: f"k{k}")
+@pytest.mark.parametrize("b_order", ["C", "F"])
+def test_overlapped_epilogue_exact(cfg, k, b_order):
+    # Several tiles per block: each tile's C is stored under the next tile's first slots
+    # (K = 136 and 8: fewer slots than boxes, the rest stored after them), the block's last
+    # tile after its loop; M and N not tile multiples; alpha scales before the packing. f32
+    # output keeps the plain epilogue.
+    m, n = 3000, 2600
+    a, b = small_ints((m, k)), small_ints((k, n))
+    ref = -0.5 * exact_reference(a, b)
+    a_d, b_d = layout(a, "C"), layout(b, b_order)
+    for out_dtype in (np.float16, np.float32):
+        out = poisoned((m, n), out_dtype)
+        matmul(a_d, b_d, out, alpha=-0.5, config=cfg)
+        np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+
+
+def test_overlapped_epilogue_seeded_random_shapes():
+    # matmul()'s overlapped choices on 20 random problems large enough for several tiles per
+    # block, random layouts, exact against float64 (the seed is printed to replay a failure).
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    print(f"seed {seed}")
+    r = np.random.default_rng(seed)
+    for case in range(20):
+        cfg = OVERLAPPED[case % 2]
+        m = int(r.integers(1500, 4000))
+        n = 8 * int(r.integers(250, 500))
+        k = 8 * int(r.integers(1, 80))
+        orders = "".join(r.choice(["C", "F"], 2))
+        if orders[0] == "F" and m % 8:
+            orders = "C" + orders[1]
+        a, b = small_ints((m, k)), small_ints((k, n))
+        out = poisoned((m, n), np.float16)
+        matmul(layout(a, orders[0]), layout(b, orders[1]), out, config=cfg)
+        np.testing.assert_array_equal(out.copy_to_host(),
+                                      exact_reference(a, b).astype(np.float16),
+                                      err_msg=f"seed {seed} case {case}: {m}x{n}x{k} {orders}")
+
+
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_alpha_beta_exact(out_dtype):
     m, n, k = 300, 264, 136
@@ -269,11 +316,12 @@ def _torch():
     return t
 
 
+@pytest.mark.parametrize("config", [None, OVERLAPPED[1]], ids=["chosen", "overlapped"])
 @pytest.mark.parametrize("out_kind", ["bfloat16", "float32"])
 @pytest.mark.parametrize("orders", ["CC", "FF"])
-def test_bf16_torch_exact(out_kind, orders):
+def test_bf16_torch_exact(out_kind, orders, config):
     t = _torch()
-    m, n, k = 520, 392, 264
+    m, n, k = (520, 392, 264) if config is None else (2600, 3000, 264)
     a = rng.integers(-4, 5, size=(m, k)).astype(np.float32)
     b = rng.integers(-4, 5, size=(k, n)).astype(np.float32)
     ta = t.tensor(a, dtype=t.bfloat16, device="cuda")
@@ -283,7 +331,7 @@ def test_bf16_torch_exact(out_kind, orders):
     if orders[1] == "F":
         tb = tb.t().contiguous().t()
     out = t.full((m, n), float("nan"), dtype=getattr(t, out_kind), device="cuda")
-    matmul(ta, tb, out)
+    matmul(ta, tb, out, config=config)
     ref = exact_reference(a, b).astype(np.float32)
     got = out.float().cpu().numpy()
     if out_kind == "bfloat16":
