@@ -1009,6 +1009,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 3, num_k,
                                                 s, passes, pend, dyn8, c_map, stage, pcrow,
                                                 pcol, m, n, boxes, words, 3)
+                # (slot_storing's slot without a box, written out: through slot_storing the
+                # loop computed its slot addresses in vector registers, 12 R2UR more per pass)
                 for kt in range(4, num_k):
                     mbarrier.wait(full[s:], passes & 1)
                     mma_issue(acc, tiles, s, c)
@@ -1127,20 +1129,20 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 s, passes, boxes = consume_overlapped(
                     acc, tiles, c_map, c, lane, cw, stage, unit, step, dp_units, num_k,
                     tiles_m, tiles_n, rank, m, n, alpha, words, s, passes, boxes)
-                unit = dp_units
-            while unit < dp_units:
-                row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
-                if PP and (c == 1 or unit != cid):
-                    mbarrier.wait(turn[c:], turns & 1)
-                    turns += 1
-                unit += step
-                s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s,
-                                     passes, turn[1 - c:], lead)
-                boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane,
-                                          row0, col0, m, n, alpha, beta, words, old, boxes,
-                                          loads)
-                if PP:
-                    s, passes = skip_slots(s, passes, num_k)
+            else:
+                while unit < dp_units:
+                    row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
+                    if PP and (c == 1 or unit != cid):
+                        mbarrier.wait(turn[c:], turns & 1)
+                        turns += 1
+                    unit += step
+                    s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s,
+                                         passes, turn[1 - c:], lead)
+                    boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw,
+                                              lane, row0, col0, m, n, alpha, beta, words, old,
+                                              boxes, loads)
+                    if PP:
+                        s, passes = skip_slots(s, passes, num_k)
             s, passes, boxes, loads = sk_consume(
                 acc, tiles, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units, sk_iters,
                 num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old, ws, flags, s,

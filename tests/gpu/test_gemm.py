@@ -42,6 +42,19 @@ def exact_reference(a, b):
     return a.astype(np.float64) @ b.astype(np.float64)
 
 
+def random_problem(r, m_range, n8_range, k8_range):
+    """(m, n, k, orders) drawn with ``r``: m in ``m_range``, n and k multiples of 8 (TMA's
+    16-byte rows) from ``n8_range``/``k8_range`` eighths, random A/B layouts ("C"/"F"; A
+    row-major where m is not a multiple of 8)."""
+    m = int(r.integers(*m_range))
+    n = 8 * int(r.integers(*n8_range))
+    k = 8 * int(r.integers(*k8_range))
+    orders = "".join(r.choice(["C", "F"], 2))
+    if orders[0] == "F" and m % 8:
+        orders = "C" + orders[1]
+    return m, n, k, orders
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 def test_f16_exact_every_layout(shape, orders):
@@ -195,12 +208,7 @@ def test_overlapped_epilogue_seeded_random_shapes():
     r = np.random.default_rng(seed)
     for case in range(20):
         cfg = OVERLAPPED[case % 2]
-        m = int(r.integers(1500, 4000))
-        n = 8 * int(r.integers(250, 500))
-        k = 8 * int(r.integers(1, 80))
-        orders = "".join(r.choice(["C", "F"], 2))
-        if orders[0] == "F" and m % 8:
-            orders = "C" + orders[1]
+        m, n, k, orders = random_problem(r, (1500, 4000), (250, 500), (1, 80))
         a, b = small_ints((m, k)), small_ints((k, n))
         out = poisoned((m, n), np.float16)
         matmul(layout(a, orders[0]), layout(b, orders[1]), out, config=cfg)
@@ -266,12 +274,7 @@ def test_seeded_random_shapes():
     print(f"seed {seed}")
     r = np.random.default_rng(seed)
     for case in range(60):
-        m = int(r.integers(1, 700))
-        n = 8 * int(r.integers(1, 90))
-        k = 8 * int(r.integers(1, 120))
-        orders = "".join(r.choice(["C", "F"], 2))
-        if orders[0] == "F" and m % 8:
-            orders = "C" + orders[1]
+        m, n, k, orders = random_problem(r, (1, 700), (1, 90), (1, 120))
         out_dtype = (np.float32, np.float16)[case % 2]
         a, b = small_ints((m, k)), small_ints((k, n))
         out = poisoned((m, n), out_dtype)
