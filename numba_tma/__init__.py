@@ -12,6 +12,7 @@ Device intrinsics (call them inside ``@cuda.jit`` kernels):
     ``numba_tma.warp``      warp-level ldmatrix/stmatrix and mma.sync (tensor cores)
     ``numba_tma.wgmma``     warpgroup wgmma.mma_async, its descriptors and fences, setmaxnreg
     ``numba_tma.barrier``   named CTA barriers (bar.sync / bar.arrive with an id and a count)
+    ``numba_tma.griddep``   programmatic dependent launch (griddepcontrol.wait / launch_dependents)
     ``numba_tma.tensormap_device``  tensormap.replace: edit a descriptor in memory from a kernel
 Kernels (functions; their modules are ``numba_tma.transpose_api`` and ``numba_tma.matmul_api``):
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
@@ -35,7 +36,8 @@ import warnings
 warnings.filterwarnings("ignore", message="'numba_tma.swizzle' found in sys.modules",
                         category=RuntimeWarning)
 
-from . import bulk, cluster, fence, gmem, mbarrier, smem, swizzle, tensormap_device, tma, warp
+from . import (bulk, cluster, fence, gmem, griddep, mbarrier, smem, swizzle, tensormap_device,
+               tma, warp)
 from .tensormap import TensorMap
 from .tensormap_im2col import Im2colTensorMap
 from . import matmul_api, transpose_api
@@ -50,7 +52,7 @@ from ._arrays import release_outputs
 sys.modules[__name__ + ".transpose"] = transpose_api
 sys.modules[__name__ + ".matmul"] = matmul_api
 
-__all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "gmem", "matmul",
+__all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "gmem", "griddep", "matmul",
            "matmul_api", "mbarrier", "release_outputs", "smem", "swizzle", "tensormap_device",
            "tma", "transpose", "transpose_api", "warp"]
 __version__ = "0.1.0"

@@ -47,6 +47,7 @@ def reserve_dynamic_shared(kernel, signature, nbytes):
 # ---------------------------------------------------------------------------------------------
 # Thread-block cluster launches
 
+import collections  # noqa: E402
 import ctypes  # noqa: E402
 import functools  # noqa: E402
 import dataclasses  # noqa: E402
@@ -226,16 +227,26 @@ def _allow_non_portable(func):
            "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
 
 
-def _launch_config(plan, stream_handle, cooperative=False):
+def _launch_config(plan, stream_handle, cooperative=False, dependent=False):
+    """The ``CUlaunchConfig`` of ``plan`` (a :class:`ClusterLaunch`, or one whose ``cluster`` is
+    None: no cluster attribute) on a stream; ``dependent`` adds programmatic stream
+    serialization (:mod:`numba_tma.griddep`)."""
     config = _cudrv.CUlaunchConfig()
     config.gridDimX, config.gridDimY, config.gridDimZ = plan.grid
     config.blockDimX, config.blockDimY, config.blockDimZ = plan.block
     config.sharedMemBytes = plan.shared_mem
     config.hStream = _cudrv.CUstream(stream_handle)
-    attr = _cudrv.CUlaunchAttribute()
-    attr.id = _cudrv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = plan.cluster
-    attrs = [attr]
+    attrs = []
+    if plan.cluster is not None:
+        attr = _cudrv.CUlaunchAttribute()
+        attr.id = _cudrv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = plan.cluster
+        attrs.append(attr)
+    if dependent:   # may start before the kernel ahead of it ends: it calls griddep.wait()
+        pdl = _cudrv.CUlaunchAttribute()
+        pdl.id = _cudrv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        pdl.value.programmaticStreamSerializationAllowed = 1
+        attrs.append(pdl)
     if cooperative:  # a kernel using grid.sync() (numba links cudadevrt and marks it)
         coop = _cudrv.CUlaunchAttribute()
         coop.id = _cudrv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
@@ -720,10 +731,11 @@ class DirectKernel:
             self._cluster_plans[key] = plan
         return key, plan
 
-    def _config(self, key, plan, handle):
-        config = self._configs.get((key, handle))
+    def _config(self, key, plan, handle, dependent=False):
+        config = self._configs.get((key, handle, dependent))
         if config is None:
-            config = self._configs[(key, handle)] = _launch_config(plan, handle)
+            config = self._configs[(key, handle, dependent)] = _launch_config(
+                plan, handle, dependent=dependent)
         return config
 
     # -- launches ----------------------------------------------------------------------------
@@ -765,11 +777,17 @@ class DirectKernel:
     def _launch_args(self, grid, block, stream, shared_mem, *args):
         self.launch(grid, block, stream, *args, shared_mem=shared_mem)
 
-    def prepare(self, grid, block, *args, shared_mem=0, cluster=None):
+    def prepare(self, grid, block, *args, shared_mem=0, cluster=None, dependent=False):
         """A :class:`PreparedLaunch` of these arguments: packed once, launched by
-        ``prepared(stream)``, arguments replaced in place with ``prepared.set(i, value)``."""
+        ``prepared(stream)``, arguments replaced in place with ``prepared.set(i, value)``.
+
+        ``dependent=True`` launches with programmatic stream serialization: the kernel may be
+        scheduled while the kernel ahead of it in the stream finishes, so it must call
+        :func:`numba_tma.griddep.wait` before its first global memory access (and may call
+        ``griddep.launch_dependents()`` to let the next such kernel start early). Dropping
+        it never changes results, so the numba launch path (a packing mismatch) ignores it."""
         grid, block, key, plan, func = self._checked(grid, block, args, shared_mem, cluster)
-        return PreparedLaunch(self, func, grid, block, shared_mem, key, plan, args)
+        return PreparedLaunch(self, func, grid, block, shared_mem, key, plan, args, dependent)
 
     def _launch_through_numba(self, grid, block, stream, args, shared_mem=0, cluster=None):
         values = []
@@ -790,6 +808,9 @@ class DirectKernel:
         else:
             self._kernel[grid, block, stream, shared_mem](*values)
 
+
+#: A launch shape without a cluster, for ``cuLaunchKernelEx`` with other attributes.
+_PlainLaunch = collections.namedtuple("_PlainLaunch", "grid block cluster shared_mem")
 
 _raw_launch = None
 
@@ -825,10 +846,14 @@ class PreparedLaunch:
     driver copies the words during the launch call, so the lock is free again once it returns).
     """
 
-    def __init__(self, direct, func, grid, block, shared_mem, key, plan, args):
+    def __init__(self, direct, func, grid, block, shared_mem, key, plan, args, dependent=False):
         self._direct, self._func = direct, func
         self._grid, self._block, self._shared = grid, block, shared_mem
         self._key, self._plan = key, plan
+        self._dependent = bool(dependent)
+        if plan is None and dependent:      # cuLaunchKernelEx, without a cluster attribute
+            self._key = (grid, block, None, shared_mem)
+            self._plan = _PlainLaunch(grid, block, None, shared_mem)
         self.lock = threading.Lock()
         # Every word lives in one buffer laid out as the kernel's parameters are (each at its
         # own alignment), and the driver reads it word by word (kernelParams, the pointer array
@@ -857,7 +882,7 @@ class PreparedLaunch:
             *[ctypes.addressof(v) for v in self._values])
         self._address = ctypes.addressof(self._params)
         self._streams = {}
-        self._raw = _raw_launch_kernel() if plan is None else False
+        self._raw = _raw_launch_kernel() if self._plan is None else False
         self._raw_args = (int(func),) + tuple(grid) + tuple(block) + (shared_mem,)
 
     def set(self, i, value):
@@ -895,7 +920,7 @@ class PreparedLaunch:
             result = _cudrv.cuLaunchKernel(self._func, *self._grid, *self._block, self._shared,
                                            cu_stream, self._address, 0)
         else:
-            config = self._direct._config(self._key, self._plan, handle)
+            config = self._direct._config(self._key, self._plan, handle, self._dependent)
             result = _cudrv.cuLaunchKernelEx(config, self._func, self._address, 0)
         if result[0] != _cudrv.CUresult.CUDA_SUCCESS:
             _check(result, f"cuLaunchKernel(grid={self._grid}, block={self._block}, "

@@ -401,6 +401,10 @@ class _Layout:
         self.grid, self.block = (grid, 1, 1), (cfg.threads, 1, 1)
         self.cluster = None if cfg.cluster_m == 1 else (cfg.cluster_m, 1, 1)
         self.ctx, self.bn = ctx, cfg.bn
+        # The wgmma kernels wait for the kernel before them in the stream (griddep.wait) only
+        # once their barriers are set up, and let the next launch in early: launched
+        # dependent, back-to-back GEMMs overlap one's start with the other's end.
+        self.dependent = wgmma_path
         self.stream_k = None
         if wgmma_path and cfg.stream_k:
             tiles = self.sizes[3] * self.sizes[4]
@@ -433,7 +437,8 @@ class _Layout:
             split = ((0, gemm_wgmma.workspace_floats(self.bn, self.grid[0])),
                      (0, self.grid[0]), *self.stream_k)
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
-                                       *split, shared_mem=self.nbytes, cluster=self.cluster)
+                                       *split, shared_mem=self.nbytes, cluster=self.cluster,
+                                       dependent=self.dependent)
         lock, set_arg, set_pointer = prepared.lock, prepared.set, prepared.set_pointer
         last = [1.0, 0.0, None]                    # alpha, beta and the stream as packed
         workspace = self.stream_k is not None and self.stream_k[1] > 0

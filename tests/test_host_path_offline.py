@@ -362,6 +362,41 @@ def test_prepared_launch_packs_one_buffer_as_the_kernel_parameters_lie():
     assert ptrs[4] - ctypes.addressof(p._buffer) == 32 and ptrs[-1] - ptrs[0] == 80
 
 
+def test_dependent_launch_configs():
+    # Programmatic stream serialization rides on cuLaunchKernelEx, with or without a cluster;
+    # a plain launch that is not dependent keeps the raw cuLaunchKernel.
+    from cuda.bindings import driver
+
+    from numba_tma.launch import (DirectKernel, PreparedLaunch, _launch_config, _PlainLaunch,
+                                  plan_cluster_launch)
+
+    ids = driver.CUlaunchAttributeID
+    pss = ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+    def attr_ids(config):
+        return [a.id for a in config.attrs[:config.numAttrs]]
+
+    cl = plan_cluster_launch((4, 1, 1), (128, 1, 1), (2, 1, 1), shared_mem=1024)
+    assert attr_ids(_launch_config(cl, 0)) == [ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION]
+    assert attr_ids(_launch_config(cl, 0, dependent=True)) == [
+        ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, pss]
+    plain = _PlainLaunch((3, 1, 1), (64, 1, 1), None, 0)
+    config = _launch_config(plain, 0, dependent=True)
+    assert attr_ids(config) == [pss]
+    assert (config.gridDimX, config.blockDimX) == (3, 64)
+    assert config.attrs[0].value.programmaticStreamSerializationAllowed == 1
+
+    def kernel():
+        pass
+
+    d = DirectKernel(kernel, (types.int64,))
+    d._native = True
+    p = PreparedLaunch(d, 0, (3, 1, 1), (64, 1, 1), 0, None, None, (1,), dependent=True)
+    assert p._plan == plain and p._raw is False and p._dependent
+    q = PreparedLaunch(d, 0, (3, 1, 1), (64, 1, 1), 0, None, None, (1,))
+    assert q._plan is None and not q._dependent
+
+
 def test_direct_kernel_checks_an_array_arguments_layout():
     from numba_tma.launch import DirectKernel
 

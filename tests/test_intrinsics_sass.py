@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 from numba.core.errors import TypingError
 
-from numba_tma import fence, mbarrier, smem, swizzle, tma
+from numba_tma import fence, griddep, mbarrier, smem, swizzle, tma
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean
 
@@ -45,6 +45,20 @@ def test_mbarrier_sass():
     assert kb.count("SYNCS.PHASECHK.TRANS64.TRYWAIT") >= 2     # wait, try_wait, bounded
     assert ops["SYNCS.PHASECHK.TRANS64"] >= 1                  # test_wait
     assert kb.has("SYNCS.CCTL.IV") or kb.has("CCTL.IVALL")     # inval
+
+
+def griddep_kernel(out):
+    griddep.wait()
+    out[cuda.threadIdx.x] = 1
+    griddep.launch_dependents()
+
+
+def test_griddep_sass():
+    kb = compile_kernel(griddep_kernel, "void(int32[::1])")
+    check_clean(kb)
+    sass = kb.sass
+    assert kb.count("ACQBULK") == 1 and kb.count("PREEXIT") == 1
+    assert sass.find("ACQBULK") < sass.find("STG") < sass.find("PREEXIT")
 
 
 def fences_kernel(out):

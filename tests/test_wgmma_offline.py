@@ -236,6 +236,13 @@ def test_gemm_sass(case):
     # The overlapped epilogue stores C while the next tile's wgmma group runs; only there.
     overlapped = cfg.overlap_epilogue and args[3] != "f32" and not args[4]
     assert _stores_under_wgmma(kb.sass) == overlapped
+    # The launch may start before the previous kernel ends (matmul() launches it dependent):
+    # griddepcontrol.wait before the first TMA load or store, the next launch let in once,
+    # and the three tensor maps prefetched.
+    sass = kb.sass
+    assert kb.count("ACQBULK") == 1 and kb.count("PREEXIT") == 1
+    assert sass.find("ACQBULK") < min(sass.find("UTMALDG"), sass.find("UTMASTG"))
+    assert kb.count("UTMACCTL.PF") == 3
 
 
 def test_config_errors():

@@ -65,7 +65,8 @@ probe ``wgmma_probe``):
    by box under the next tile's first wgmma groups. ``matmul()`` runs it for 128 x 256 tiles
    where blocks take more than one tile (16-bit output without ``beta``; the others keep the
    plain epilogue): 4096^3 fp16 734.4 TFLOP/s (0.98x cuBLAS) against the plain epilogue's
-   723.4 (0.96x), 8192^3 745.2 (0.99x) against 741.8 (``gemm-h100.json``, row ``plain``).
+   723.4 (0.96x), 8192^3 745.2 (0.99x) against 741.8 (``gemm-h100-2026-11-26g.json``, row
+   ``plain``).
 
 * One block computes a ``bm x BN`` tile (``bm = 128``: two consumer warpgroups of 64 rows, one
   ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator registers per thread; or
@@ -89,6 +90,11 @@ probe ``wgmma_probe``):
   are scaled (``beta`` times the old C, loaded by TMA, added), packed with ``stmatrix``
   (f32: 8-byte stores) into 128B-swizzled 16 x 64 boxes, and stored by TMA (clipped at the edges).
 * Tiles are visited in groups of ``group_m`` tile rows so concurrent blocks share B in L2.
+* Launch: the barrier thread prefetches the three tensor maps while it sets the barriers up;
+  then every thread calls ``griddep.wait()`` (nothing before it touches global memory) and
+  ``griddep.launch_dependents()``, so ``matmul()`` launches the kernels dependent and
+  back-to-back calls overlap one's start with the other's end
+  (``benches/results/gemm-launch-h100.txt``).
 """
 
 import functools
@@ -98,7 +104,7 @@ from types import SimpleNamespace
 import numpy as np
 from numba import cuda
 
-from .. import barrier, cluster, fence, intmath, mbarrier, smem, tma, warp, wgmma
+from .. import barrier, cluster, fence, griddep, intmath, mbarrier, smem, tma, warp, wgmma
 from ._gemm_slices import ATOM, ATOM_BYTES, BK, SPAN, slice_loader
 
 __all__ = ["WgmmaConfig", "DEFAULT_CONFIG", "gemm_kernel", "smem_bytes", "grid_size",
@@ -368,6 +374,25 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False)
 
 
 @cuda.jit(device=True, inline="always")
+def _prefetch_maps(a_map, b_map, c_map):
+    # The three tensor maps into the TMA unit's cache while the barriers are set up, rather
+    # than at the first load and the first store (one thread).
+    tma.prefetch_descriptor(a_map)
+    tma.prefetch_descriptor(b_map)
+    tma.prefetch_descriptor(c_map)
+
+
+@cuda.jit(device=True, inline="always")
+def _start_dependent():
+    # Every thread, after the barriers' setup and before any global memory access: launched
+    # with programmatic stream serialization (matmul() does), the kernel may have started
+    # while the kernel before it in the stream still ran; wait for that one's memory, and let
+    # the next such launch be scheduled (its blocks take SMs as these exit).
+    griddep.wait()
+    griddep.launch_dependents()
+
+
+@cuda.jit(device=True, inline="always")
 def _stmatrix_row(off, lane, q4):
     # The byte offset of lane's row address for the stmatrix.x4 of columns 16 q4..16 q4 + 15 of
     # the 128B-swizzled 16 x 64 (16-bit) box at off: its matrices are (rows 0-7 | 8-15) x
@@ -477,6 +502,7 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         num_k = (k + BK - 1) // BK
 
         if tid == 0:
+            _prefetch_maps(a_map, b_map, c_map)
             for s in range(S):
                 mbarrier.init(full[s:], 1)
                 mbarrier.init(empty[s:], EMPTY_ARRIVALS)
@@ -484,6 +510,7 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
                 mbarrier.init(cbar[w:], 1)
             mbarrier.fence_init()
         cuda.syncthreads()
+        _start_dependent()
 
         if wg == 0:
             # Producer: gives its registers to the consumers; one thread issues every load.
@@ -1060,6 +1087,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             dp_units = (tiles_m + CM - 1) // CM * tiles_n
 
         if tid == 0:
+            _prefetch_maps(a_map, b_map, c_map)
             for s in range(S):
                 mbarrier.init(full[s:], 1)
                 mbarrier.init(empty[s:], EMPTY_ARRIVALS)
@@ -1078,6 +1106,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             cluster.wait()
         else:
             cuda.syncthreads()
+        _start_dependent()
 
         if wg == 0:
             # Producer: one thread issues every load, running ahead across tiles.

@@ -450,6 +450,29 @@ def test_repeated_calls_reuse_the_launcher_correctly():
         matmul(da, cuda.to_device(small_ints((k + 8, n))), out)
 
 
+@pytest.mark.parametrize("m, n", [(256, 512), (3000, 1024), (4096, 2048)],
+                         ids=["tile-per-block", "cluster", "overlapped"])
+def test_back_to_back_dependent_launches(m, n):
+    # matmul() launches its wgmma kernels dependent (programmatic stream serialization): each
+    # may start while the one before it in the stream ends, and must not read its input
+    # before that one wrote it, nor overwrite what that one still reads. A chain through two
+    # buffers, 24 launches with no host sync, each reading what the last one wrote and
+    # writing what it read: x <- x @ P for a signed permutation P keeps the values small
+    # integers, so the chain compares exactly; an early read or write shows as stale values.
+    perm = rng.permutation(n)
+    sign = rng.choice(np.array([-1, 1], np.float16), n)
+    p = np.zeros((n, n), np.float16)
+    p[np.arange(n), perm] = sign
+    x0 = rng.integers(-3, 4, size=(m, n)).astype(np.float16)
+    bufs = [cuda.to_device(x0), poisoned((m, n), np.float16)]
+    dp = cuda.to_device(p)
+    expect = x0.astype(np.float64)
+    for step in range(24):
+        matmul(bufs[step % 2], dp, bufs[(step + 1) % 2])
+        expect = expect @ p.astype(np.float64)
+    np.testing.assert_array_equal(bufs[0].copy_to_host(), expect.astype(np.float16))
+
+
 def test_matmul_kernels_every_launcher():
     """Every launcher ``matmul_kernels()`` lists, shipped and ladder, on operands it takes,
     exactly (small integers): the shipped rungs at an odd shape, the SIMT ladder in fp32, the
