@@ -12,7 +12,8 @@ everything that changes the binary:
   simple module globals it names (recursively through the device functions it calls), and, for
   kernels outside numba_tma, the whole source file that defines it;
 - the ``@cuda.jit`` options (``link=``, ``launch_bounds``, ``max_registers``, ``fastmath``, ...),
-  the argument types, the compute capability, every ``NUMBA_TMA_*`` environment variable, and
+  the argument types, the compute capability, every ``NUMBA_TMA_*`` environment variable (but
+  the host-side switches ``_HOST_ONLY_ENV``), and
   the caller's own ``key``;
 - and, checked on every load, the contents of every file the link read (a ``.cu`` file declared
   with ``declare_device(link=...)`` anywhere): an edited file means a rebuild.
@@ -51,6 +52,11 @@ __all__ = ["cache_dir", "enabled", "kernel_key", "load", "store", "package_finge
 
 MAGIC = b"NBTMA\x00c1"
 _SUFFIX = ".nbtma"
+
+
+#: NUMBA_TMA_* variables that change no kernel's code: left out of the keys.
+_HOST_ONLY_ENV = ("NUMBA_TMA_DISABLE_CACHE", "NUMBA_TMA_DEPENDENT_LAUNCH",
+                  "NUMBA_TMA_CACHE_MAX_ENTRIES")
 
 
 def enabled():
@@ -251,7 +257,7 @@ def kernel_key(kernel, argtypes, cc, key=()):
         "argtypes": [str(t) for t in argtypes],
         "cc": list(cc),
         "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_TMA_")
-                      and k != "NUMBA_TMA_DISABLE_CACHE"),
+                      and k not in _HOST_ONLY_ENV),
         "key": _value_key(key, 0, set()),
     }
     if not func.__module__.startswith("numba_tma."):

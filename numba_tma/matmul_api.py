@@ -14,6 +14,7 @@ needs every row pitch to be a multiple of 16 bytes (8 half-precision or 4 float3
 
 import functools
 import math
+import os
 import threading
 
 import numpy as np
@@ -343,6 +344,17 @@ def _placeholder(ctx):
     return cuda.to_device(np.zeros((gemm_tma.WARP_TILE, gemm_tma.BK), np.uint16))
 
 
+def dependent_launches():
+    """Whether matmul() launches its wgmma kernels dependent (programmatic stream
+    serialization, :mod:`numba_tma.griddep`): ``NUMBA_TMA_DEPENDENT_LAUNCH=1``, read when a
+    launcher is bound (new buffers or a new layout). Opt-in: on the H100 back-to-back 1024^3
+    calls took 6.66 us each against 8.95 us without it (``benches/results/gemm-launch-h100.txt``,
+    one run), and the GEMM tests and sanitizers passed with it, but one run of the seeded
+    matmul fuzz failed with it on, unexplained, and eight reruns did not repeat it (see the
+    README's GEMM section)."""
+    return os.environ.get("NUMBA_TMA_DEPENDENT_LAUNCH", "0") not in ("", "0")
+
+
 def launch(plan, alpha=1.0, beta=0.0, stream=0):
     """Run the planned GEMM on ``stream`` (asynchronous; anything
     :func:`numba_tma.launch.stream_handle` takes)."""
@@ -403,8 +415,9 @@ class _Layout:
         self.ctx, self.bn = ctx, cfg.bn
         # The wgmma kernels wait for the kernel before them in the stream (griddep.wait) only
         # once their barriers are set up, and let the next launch in early: launched
-        # dependent, back-to-back GEMMs overlap one's start with the other's end.
-        self.dependent = wgmma_path
+        # dependent (dependent_launches()), back-to-back GEMMs overlap one's start with the
+        # other's end.
+        self.wgmma = wgmma_path
         self.stream_k = None
         if wgmma_path and cfg.stream_k:
             tiles = self.sizes[3] * self.sizes[4]
@@ -438,7 +451,7 @@ class _Layout:
                      (0, self.grid[0]), *self.stream_k)
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
                                        *split, shared_mem=self.nbytes, cluster=self.cluster,
-                                       dependent=self.dependent)
+                                       dependent=self.wgmma and dependent_launches())
         lock, set_arg, set_pointer = prepared.lock, prepared.set, prepared.set_pointer
         last = [1.0, 0.0, None]                    # alpha, beta and the stream as packed
         workspace = self.stream_k is not None and self.stream_k[1] > 0

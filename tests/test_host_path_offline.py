@@ -242,6 +242,9 @@ def test_kernel_key_follows_versions_sources_and_env(monkeypatch):
         monkeypatch.setattr(kernel_cache, "_versions", real)
         kernel_cache.package_fingerprint.cache_clear()
     assert kernel_cache.kernel_key(a, sig, (9, 0)) == key
+    for host_only in ("NUMBA_TMA_DEPENDENT_LAUNCH", "NUMBA_TMA_CACHE_MAX_ENTRIES"):
+        monkeypatch.setenv(host_only, "1")                          # no kernel's code
+    assert kernel_cache.kernel_key(a, sig, (9, 0)) == key
     monkeypatch.setenv("NUMBA_TMA_WAIT_TIMEOUT_NS", "1000")        # a compile-time switch
     assert kernel_cache.kernel_key(a, sig, (9, 0)) != key
 
@@ -395,6 +398,16 @@ def test_dependent_launch_configs():
     assert p._plan == plain and p._raw is False and p._dependent
     q = PreparedLaunch(d, 0, (3, 1, 1), (64, 1, 1), 0, None, None, (1,))
     assert q._plan is None and not q._dependent
+
+
+def test_dependent_launches_are_opt_in(monkeypatch):
+    from numba_tma.matmul_api import dependent_launches
+
+    monkeypatch.delenv("NUMBA_TMA_DEPENDENT_LAUNCH", raising=False)
+    assert not dependent_launches()
+    for value, on in (("0", False), ("", False), ("1", True)):
+        monkeypatch.setenv("NUMBA_TMA_DEPENDENT_LAUNCH", value)
+        assert dependent_launches() == on
 
 
 def test_direct_kernel_checks_an_array_arguments_layout():

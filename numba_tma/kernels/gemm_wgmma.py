@@ -92,9 +92,9 @@ probe ``wgmma_probe``):
 * Tiles are visited in groups of ``group_m`` tile rows so concurrent blocks share B in L2.
 * Launch: the barrier thread prefetches the three tensor maps while it sets the barriers up;
   then every thread calls ``griddep.wait()`` (nothing before it touches global memory) and
-  ``griddep.launch_dependents()``, so ``matmul()`` launches the kernels dependent and
-  back-to-back calls overlap one's start with the other's end
-  (``benches/results/gemm-launch-h100.txt``).
+  ``griddep.launch_dependents()``, so the kernels may be launched dependent and back-to-back
+  calls overlap one's start with the other's end (``matmul()`` does with
+  ``NUMBA_TMA_DEPENDENT_LAUNCH=1``; ``benches/results/gemm-launch-h100.txt``).
 """
 
 import functools
@@ -385,7 +385,7 @@ def _prefetch_maps(a_map, b_map, c_map):
 @cuda.jit(device=True, inline="always")
 def _start_dependent():
     # Every thread, after the barriers' setup and before any global memory access: launched
-    # with programmatic stream serialization (matmul() does), the kernel may have started
+    # with programmatic stream serialization (matmul_api.dependent_launches), it may have started
     # while the kernel before it in the stream still ran; wait for that one's memory, and let
     # the next such launch be scheduled (its blocks take SMs as these exit).
     griddep.wait()

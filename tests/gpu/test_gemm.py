@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from numba_tma import matmul, warp
+from numba_tma import matmul, matmul_api, warp
+from numba_tma._calls import BoundedCache
 from numba_tma.kernels.gemm_tma import GemmConfig
 from numba_tma.kernels.gemm_wgmma import WgmmaConfig
 from numba_tma.matmul_api import plan_matmul
@@ -450,15 +451,20 @@ def test_repeated_calls_reuse_the_launcher_correctly():
         matmul(da, cuda.to_device(small_ints((k + 8, n))), out)
 
 
+@pytest.mark.parametrize("dependent", ["1", "0"], ids=["dependent", "serialized"])
 @pytest.mark.parametrize("m, n", [(256, 512), (3000, 1024), (4096, 2048)],
                          ids=["tile-per-block", "cluster", "overlapped"])
-def test_back_to_back_dependent_launches(m, n):
-    # matmul() launches its wgmma kernels dependent (programmatic stream serialization): each
-    # may start while the one before it in the stream ends, and must not read its input
-    # before that one wrote it, nor overwrite what that one still reads. A chain through two
-    # buffers, 24 launches with no host sync, each reading what the last one wrote and
-    # writing what it read: x <- x @ P for a signed permutation P keeps the values small
-    # integers, so the chain compares exactly; an early read or write shows as stale values.
+def test_back_to_back_dependent_launches(m, n, dependent, monkeypatch):
+    # With NUMBA_TMA_DEPENDENT_LAUNCH=1 matmul() launches its wgmma kernels dependent
+    # (programmatic stream serialization): each may start while the one before it in the
+    # stream ends, and must not read its input before that one wrote it, nor overwrite what
+    # that one still reads. A chain through two buffers, 24 launches with no host sync, each
+    # reading what the last one wrote and writing what it read: x <- x @ P for a signed
+    # permutation P keeps the values small integers, so the chain compares exactly; an early
+    # read or write shows as stale values. (The kernels' griddep.wait is a no-op otherwise.)
+    monkeypatch.setenv("NUMBA_TMA_DEPENDENT_LAUNCH", dependent)
+    # (read when a launcher is bound: none cached from buffers at the same addresses before)
+    monkeypatch.setattr(matmul_api, "_launchers", BoundedCache(matmul_api.LAUNCHER_CACHE_SIZE))
     perm = rng.permutation(n)
     sign = rng.choice(np.array([-1, 1], np.float16), n)
     p = np.zeros((n, n), np.float16)
