@@ -9,7 +9,8 @@ exits with --error-exitcode when there are any). Each case is one run of the scr
 seconds: a collection and a pytest process per chunk):
 
 * every test of a file skipped -> non-zero exit and a FAIL line naming the file;
-* a chunk whose pytest fails (the file's other chunk passing) -> non-zero;
+* a chunk whose pytest fails (the file's other chunk passing) -> non-zero, and failures.txt
+  holds what failed (FAILED and assertion lines);
 * a sanitizer summary with errors -> non-zero, also when the tool's exit status says 0;
 * the CPU suite failing -> non-zero;
 * a clean run (tests, memcheck and racecheck; and the tests with the CPU suite) -> exit 0.
@@ -155,6 +156,10 @@ def test_a_failing_chunk_fails_the_run(tmp_path):
                                ["tests", "test_lastfails"], chunk=2)
     assert done.returncode != 0, _explain(done)
     assert "FAIL: test_lastfails: exit status 1" in failures, _explain(done)
+    # ... with what failed, the assertion's message included (a seeded test names its seed)
+    assert "test_lastfails chunk 1: FAILED" in failures, failures
+    assert any("test_lastfails chunk 1: E" in line and "wrong answer" in line
+               for line in failures.splitlines()), failures
     # Two chunks of at most two ids; the first passed, the second failed.
     assert (out / "test_lastfails.0.rc").read_text().strip() == "0"
     assert (out / "test_lastfails.1.rc").read_text().strip() == "1"
@@ -179,6 +184,7 @@ def test_a_failing_cpu_suite_fails_the_run(tmp_path):
                              cpu_files={"test_cpu": "def test_cpu():\n    assert False\n"})
     assert done.returncode != 0, _explain(done)
     assert "FAIL: cpu suite: pytest exit status 1" in failures, _explain(done)
+    assert "cpu test_cpu: FAILED" in failures, failures
 
 
 def test_a_clean_run_exits_0(tmp_path):
