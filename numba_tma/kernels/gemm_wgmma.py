@@ -716,16 +716,22 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 cluster.mbarrier_arrive_cta(bar, r)
 
     @cuda.jit(device=True, inline="always")
+    def next_slot(s, passes):
+        # The ring position after slot s (slots count across tiles; a pass is S slots).
+        s += 1
+        if s == S:
+            s = 0
+            passes += 1
+        return s, passes
+
+    @cuda.jit(device=True, inline="always")
     def load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes):
         # Producer: K slices kt0..kt1 of one tile into the ring; returns the ring position.
         for kt in range(kt0, kt1):
             if passes > 0:
                 mbarrier.wait(empty[s:], (passes - 1) & 1)
             issue_slot(a_map, b_map, tiles, full[s:], s * STAGE_BYTES, kt, row0, col0, rank)
-            s += 1
-            if s == S:
-                s = 0
-                passes += 1
+            s, passes = next_slot(s, passes)
         return s, passes
 
     @cuda.jit(device=True, inline="always")
@@ -738,10 +744,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         for _ in range(S):
             if passes > 0:
                 mbarrier.wait(empty[s:], (passes - 1) & 1)
-            s += 1
-            if s == S:
-                s = 0
-                passes += 1
+            s, passes = next_slot(s, passes)
 
     @cuda.jit(device=True, inline="always")
     def skip_slots(s, passes, count):
@@ -775,10 +778,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 if kt > kt0 and lane == 0:
                     release(empty[prev:])
                 prev = s
-            s += 1
-            if s == S:
-                s = 0
-                passes += 1
+            s, passes = next_slot(s, passes)
         wgmma.wait_group(0)
         fence_accumulators(acc, acc2)
         if PIPE and kt1 > kt0 and lane == 0:
@@ -999,10 +999,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 mma_retire(acc)
                 if lane == 0:
                     release(empty[s:])
-                s += 1
-                if s == S:
-                    s = 0
-                    passes += 1
+                s, passes = next_slot(s, passes)
             elif pend:
                 boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n, boxes,
                                      words, j)
@@ -1044,10 +1041,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                     mma_retire(acc)
                     if lane == 0:
                         release(empty[s:])
-                    s += 1
-                    if s == S:
-                        s = 0
-                        passes += 1
+                    s, passes = next_slot(s, passes)
                 for w in range(NWORDS):
                     c16[w] = pack(alpha * acc[2 * w], alpha * acc[2 * w + 1])
                 pend = True
