@@ -172,9 +172,9 @@ def plan_matmul(a, b, out, config=None):
 
 def choose_config(m, n, k):
     """The wgmma configuration for an M x N x K problem: persistent 128 x 256 or 256 x 128 tiles,
-    in 2-CTA clusters that multicast B, where 128 x 256 tiles give at least half the SMs a
-    tile, else the widest of 128 x 128 and 128 x 64 that does, else 128 x 64, one block per
-    tile (they fit in one wave: see ``_WGMMA_NARROW``).
+    in 2-CTA clusters that multicast B, or 128 x 192 tiles, where 128 x 256 tiles give at
+    least half the SMs a tile, else the widest of 128 x 128 and 128 x 64 that does, else
+    128 x 64, one block per tile (they fit in one wave: see ``_WGMMA_NARROW``).
 
     Of the large tiles, the one that takes the fewest waves of the SMs (every block waits for
     the last wave: at 4095 x 4104 the 17th column of 256, 8 columns wide, costs a fifth round
@@ -186,14 +186,19 @@ def choose_config(m, n, k):
     (``gemm-configs-h100.txt``). The clusters take 4 stages with each slot's wgmma group retired
     before the next (``mma_pipe=0``), as the unclustered tiles do: at 3000 x 5000 x 2000 fp16
     0.93x cuBLAS (``gemm-h100-2026-11-26d.json``) where 3 stages with a group in flight ran
-    0.87x (``gemm-h100-2026-11-26c.json``). Where a 128 x 256 launch takes more than one
-    wave, its blocks store each tile's C under the next tile's first wgmmas
+    0.87x (``gemm-h100-2026-11-26c.json``). Where 128 x 192 tiles take no more waves than
+    that choice, they replace it (``_WGMMA_192``): at 1536^3 fp16 397.0 TFLOP/s against the
+    128 x 256 pairs' 333.8, at 2048 x 3072 x 2048 644.2 against 533.3
+    (``benches/results/gemm-192-h100.txt``). Where a 128 x 256 or 128 x 192 launch takes more
+    than one wave, its blocks store each tile's C under the next tile's first wgmmas
     (``overlap_epilogue``; see ``_OVERLAPPED``)."""
     sms = _sm_count()
     if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 256) >= sms // 2:
         # (min keeps the first of the fewest waves)
         cfg = min((_WGMMA_CLUSTER, _WGMMA_TALL_CLUSTER, _WGMMA_WIDE, _WGMMA_TALL),
                   key=lambda cfg: waves(m, n, cfg, sms))
+        if waves(m, n, _WGMMA_192, sms) <= waves(m, n, cfg, sms):
+            cfg = _WGMMA_192            # the same rounds, each with a quarter less per block
         return _OVERLAPPED.get(cfg.key(), cfg) if waves(m, n, cfg, sms) > 1 else cfg
     # (fewer than sms / 2 tiles of 128 x 256: the narrower tiles fit in one wave)
     if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 128) >= sms // 2:
@@ -228,11 +233,19 @@ _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
 _WGMMA_TALL = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4)
 _WGMMA_TALL_CLUSTER = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4,
                                              cluster_m=2)
-#: The 128 x 256 choices with the epilogue overlapped, where blocks take more than one tile:
-#: with one tile each there is no next tile to store under, and 2048^3 fp16 ran 0.941x cuBLAS
-#: against the plain epilogue's 0.957x (``benches/results/gemm-epilogue-h100.txt``).
+#: 128 x 192 tiles, where they take no more rounds of the SMs than the large tile
+#: choose_config picks: each round then computes a quarter less per block. That happens where
+#: 128 x 256 tiles leave SMs idle in their last round (1536^3: 96 tiles of 128 x 192 fill one
+#: round of 132 SMs where 36 pairs of 128 x 256 left 60 SMs idle). Not clustered: a pair
+#: splits B's columns into whole 64-column boxes, and 96 is not one. Where 192 columns take
+#: more rounds the large tile stays, whose pairs load fewer bytes per flop (8192^3: 21 rounds
+#: against 16).
+_WGMMA_192 = gemm_wgmma.WgmmaConfig(192, stages=4, mma_pipe=0)
+#: The 128 x 256 and 128 x 192 choices with the epilogue overlapped, where blocks take more
+#: than one tile: with one tile each there is no next tile to store under, and 2048^3 fp16 ran
+#: 0.941x cuBLAS against the plain epilogue's 0.957x (``benches/results/gemm-epilogue-h100.txt``).
 _OVERLAPPED = {cfg.key(): cfg.replace(overlap_epilogue=True)
-               for cfg in (_WGMMA_CLUSTER, _WGMMA_WIDE)}
+               for cfg in (_WGMMA_CLUSTER, _WGMMA_WIDE, _WGMMA_192)}
 
 
 _CONFIG_TYPES = (gemm_wgmma.WgmmaConfig, gemm_tma.GemmConfig)

@@ -397,20 +397,26 @@ def test_choose_config(monkeypatch):
                                   ((128, 32768, 4096), 128, 256, 1),
                                   ((1024, 2048, 1024), 128, 128, 1),
                                   ((1000, 1000, 1000), 128, 64, 1),
+                                  # 128 x 192 where it takes no more rounds: one (96 tiles
+                                  # against 36 pairs), two (256 against 96 pairs), three
+                                  ((1536, 1536, 1536), 128, 192, 1),
+                                  ((1024, 3072, 4096), 128, 192, 1),
+                                  ((2048, 3072, 2048), 128, 192, 1),
+                                  ((3072, 3072, 3072), 128, 192, 1),
                                   ((1, 8, 8), 128, 64, 1)):
         cfg = mm.choose_config(m, n, k)
         assert (cfg.bm, cfg.bn, cfg.cluster_m) == (bm, bn, cm), ((m, n, k), cfg)
         # 128 x 256 and 256 x 128, in clusters or not: persistent, 4 slots, each slot's group
         # retired; the narrower tiles one block per tile, in one wave; A's and B's maps with
         # 128-byte L2 promotion
-        large = bn == 256 or bm == 256
+        large = bn in (192, 256) or bm == 256
         assert cfg.persistent == large, cfg
         assert (cfg.stages, cfg.mma_pipe) == ((4, 0) if large else (cfg.stages, 1)), cfg
         if not large:
             assert math.ceil(m / 128) * math.ceil(n / bn) <= 132
         assert cfg.l2_promotion == 128
         # 128 x 256 tiles store C under the next tile's wgmmas where blocks take several
-        assert cfg.overlap_epilogue == (bm == 128 and bn == 256
+        assert cfg.overlap_epilogue == (bm == 128 and bn in (192, 256)
                                         and mm.waves(m, n, cfg, 132) > 1), cfg
     assert mm.choose_config(8192, 8192, 8192).overlap_epilogue
     assert not mm.choose_config(2048, 2048, 2048).overlap_epilogue      # one tile per pair
@@ -418,6 +424,12 @@ def test_choose_config(monkeypatch):
     # rounds of 66) but 16 x 33 of 256 x 128 (4 rounds of 132, or of 66 pairs)
     assert mm.waves(4095, 4104, mm._WGMMA_CLUSTER, 132) == 5
     assert mm.waves(4095, 4104, mm._WGMMA_TALL_CLUSTER, 132) == 4
+    # 128 x 192 only where it takes no more rounds than the large tile: 8192^3 is 21 rounds of
+    # 128 x 192 tiles against 16 of 128 x 256 pairs, 2048^3 2 against 1
+    assert mm.waves(8192, 8192, mm._WGMMA_192, 132) == 21
+    assert mm.waves(2048, 2048, mm._WGMMA_192, 132) == 2
+    assert mm.waves(1536, 1536, mm._WGMMA_192, 132) == mm.waves(1536, 1536, mm._WGMMA_CLUSTER,
+                                                                 132) == 1
     assert mm.waves(4095, 4104, mm._WGMMA_TALL, 132) == 4
     assert mm.waves(4096, 4096, mm._WGMMA_WIDE, 132) == 4
 

@@ -85,8 +85,9 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(128, stages=6, pingpong=True),
                                  WgmmaConfig(64, pingpong=True),
                                  WgmmaConfig(256, stages=4, mma_pipe=0, l2_promotion=0),
-                                 # matmul()'s one-wave narrow tiles
+                                 # matmul()'s one-wave narrow tiles, and its 128 x 192
                                  WgmmaConfig(128, stages=4, persistent=False),
+                                 WgmmaConfig(192, stages=4, mma_pipe=0),
                                  WgmmaConfig(64, stages=8, persistent=False),
                                  WgmmaConfig(128, bm=256, cluster_m=2, l2_promotion=256),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
@@ -179,6 +180,7 @@ def test_persistent_many_tiles(cfg, out_dtype):
 OVERLAPPED = [WgmmaConfig(256, stages=4, mma_pipe=0, overlap_epilogue=True),
               WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2, overlap_epilogue=True),
               WgmmaConfig(192, stages=4, mma_pipe=0, group_m=3, overlap_epilogue=True),
+              WgmmaConfig(192, stages=4, mma_pipe=0, overlap_epilogue=True),     # matmul()'s
               WgmmaConfig(128, stages=6, mma_pipe=0, cluster_m=2, overlap_epilogue=True),
               WgmmaConfig(64, stages=6, mma_pipe=0, overlap_epilogue=True)]
 
