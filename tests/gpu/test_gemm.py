@@ -299,6 +299,30 @@ def test_k_zero_scales_out():
     np.testing.assert_array_equal(out.copy_to_host(), np.zeros((m, n), np.float32))
 
 
+@pytest.mark.parametrize("m, n, overlapped", [(1536, 1528, False), (3000, 3064, True)],
+                         ids=["one-round", "overlapped"])
+def test_chosen_128x192_tiles_exact(m, n, overlapped):
+    # Where 128 x 192 tiles take no more waves than the large tile, matmul() takes them
+    # (choose_config): on 132 SMs one round of 96 tiles at 1536 x 1528 (one tile per block),
+    # three at 3000 x 3064 (the overlapped epilogue). Exact through the default path, 16-bit
+    # and f32 output, and with beta (the plain epilogue).
+    k = 72
+    cfg = matmul_api.choose_config(m, n, k)
+    if matmul_api._sm_count() == 132:
+        assert (cfg.bn, cfg.cluster_m, cfg.overlap_epilogue) == (192, 1, overlapped), cfg
+    a, b = small_ints((m, k)), small_ints((k, n))
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    ref = exact_reference(a, b)
+    for out_dtype in (np.float16, np.float32):
+        out = poisoned((m, n), out_dtype)
+        matmul(da, db, out)
+        np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+    c = small_ints((m, n)).astype(np.float32)
+    out = cuda.to_device(c)
+    matmul(da, db, out, beta=-2.0)
+    np.testing.assert_array_equal(out.copy_to_host(), ref - 2.0 * c)
+
+
 @pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1000, 1032, 4000), (4096, 4096, 4096)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_f16_random_within_fp32_bounds(shape):
