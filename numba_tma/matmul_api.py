@@ -153,7 +153,9 @@ def plan_matmul(a, b, out, config=None):
     so, o_row = _major(vo, "out", prefer_row=True)
     if not o_row and m > 1 and n > 1:
         raise ValueError("out must be row-major (C-contiguous); got a column-major array")
-    config = config or choose_config(m, n, k)
+    # Rows of A and B in memory (their contiguous dimension) that are not whole 128-byte lines.
+    ragged = all(v.shape[-1] * v.dtype.itemsize % 128 for v in (sa, sb))
+    config = config or choose_config(m, n, k, ragged_rows=ragged)
     _family(config)
     if m and n and k:
         _check_tma(sa, "a", "M x K row-major" if a_row else "column-major (stored K x M)")
@@ -170,7 +172,7 @@ def plan_matmul(a, b, out, config=None):
     return MatmulPlan(sa, sb, so, a_row, not b_row, in_kind, out_kind, m, n, k, config)
 
 
-def choose_config(m, n, k):
+def choose_config(m, n, k, ragged_rows=False):
     """The wgmma configuration for an M x N x K problem: persistent 128 x 256 or 256 x 128 tiles,
     in 2-CTA clusters that multicast B, or 128 x 192 tiles, where 128 x 256 tiles give at
     least half the SMs a tile, else the widest of 128 x 128 and 128 x 64 that does, else
@@ -191,7 +193,11 @@ def choose_config(m, n, k):
     128 x 256 pairs' 333.8, at 2048 x 3072 x 2048 644.2 against 533.3
     (``benches/results/gemm-192-h100.txt``). Where a 128 x 256 or 128 x 192 launch takes more
     than one wave, its blocks store each tile's C under the next tile's first wgmmas
-    (``overlap_epilogue``; see ``_OVERLAPPED``)."""
+    (``overlap_epilogue``; see ``_OVERLAPPED``).
+
+    ``ragged_rows``: neither A's nor B's rows in memory are whole 128-byte lines (K and N not
+    multiples of 64, for row-major operands). The narrower tiles then run in CTA pairs along N
+    that share A (``cluster_n=2``, see ``_WGMMA_NARROW_PAIRS``)."""
     sms = _sm_count()
     if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 256) >= sms // 2:
         # (min keeps the first of the fewest waves)
@@ -201,9 +207,9 @@ def choose_config(m, n, k):
             cfg = _WGMMA_192            # the same rounds, each with a quarter less per block
         return _OVERLAPPED.get(cfg.key(), cfg) if waves(m, n, cfg, sms) > 1 else cfg
     # (fewer than sms / 2 tiles of 128 x 256: the narrower tiles fit in one wave)
-    if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 128) >= sms // 2:
-        return _WGMMA_NARROW[128]
-    return _WGMMA_NARROW[64]
+    # (pairs of them are tiles twice as wide, which number under sms / 2 too: one wave)
+    bn = 128 if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 128) >= sms // 2 else 64
+    return (_WGMMA_NARROW_PAIRS if ragged_rows else _WGMMA_NARROW)[bn]
 
 
 def waves(m, n, cfg, sms):
@@ -225,6 +231,13 @@ _WGMMA_WIDE = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
 #: 128 x 64 tiles' 10.4, 768 x 2048 x 4096 25.6 us against the persistent 128 x 128's 26.6).
 _WGMMA_NARROW = {128: gemm_wgmma.WgmmaConfig(128, stages=4, persistent=False),
                  64: gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False)}
+#: ... in CTA pairs along N sharing A, where neither A's nor B's rows are whole 128-byte lines
+#: (choose_config's ragged_rows): there a box row spans two L2 lines, and a pair reads each
+#: A slice from L2 once. H100 (benches/results/gemm-probe-h100.txt, fp16): 1000^3 12.29 us
+#: against 13.98, 1000 x 1000 x 4000 25.89 against 33.01, 760 x 2040 x 4000 (128 x 128 tiles)
+#: 31.31 against 34.64; on aligned rows the pairs lose (1024 x 1024 x 4096 23.42 against 20.94),
+#: and with one operand ragged they about tie. The bench's run: benches/results/gemm-pairs-h100.txt.
+_WGMMA_NARROW_PAIRS = {bn: cfg.replace(cluster_n=2) for bn, cfg in _WGMMA_NARROW.items()}
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
 #: 256 x 128 tiles, where they take fewer waves (choose_config); raster groups of 4 tile rows,
 #: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover
@@ -398,7 +411,9 @@ class _Layout:
         if plan.k:
             # the mma.sync rung's maps stay as they were measured, without L2 promotion
             promote = cfg.l2_promotion if wgmma_path else 0
-            a_map = descriptor_map(plan.a, (cfg.bm, w) if plan.a_kmajor else (w, w), 128,
+            # In a cluster along N each CTA loads (and multicasts) half of the A slice.
+            cn = getattr(cfg, "cluster_n", 1)
+            a_map = descriptor_map(plan.a, (cfg.bm // cn, w) if plan.a_kmajor else (w, w), 128,
                                    promote)
             # In a cluster each CTA loads (and multicasts) 1/cluster_m of the B slice.
             b_map = descriptor_map(plan.b, (cfg.bn // cfg.cluster_m, w) if plan.b_kmajor
@@ -422,7 +437,8 @@ class _Layout:
         else:
             grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
         self.grid, self.block = (grid, 1, 1), (cfg.threads, 1, 1)
-        self.cluster = None if cfg.cluster_m == 1 else (cfg.cluster_m, 1, 1)
+        size = cfg.cluster_m * getattr(cfg, "cluster_n", 1)
+        self.cluster = None if size == 1 else (size, 1, 1)
         self.ctx, self.bn = ctx, cfg.bn
         # The wgmma kernels wait for the kernel before them in the stream (griddep.wait) only
         # once their barriers are set up, and let the next launch in early: launched

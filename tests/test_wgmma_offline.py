@@ -184,7 +184,12 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
               (True, False, "f16", "f32", False, 256, {"stages": 4, "mma_pipe": 0,
                                                        "overlap_epilogue": True}),
               (True, False, "f16", "f16", True, 256, {"stages": 4, "mma_pipe": 0,
-                                                      "cluster_m": 2, "overlap_epilogue": True})]
+                                                      "cluster_m": 2, "overlap_epilogue": True}),
+              # matmul()'s narrow tiles on ragged rows: CTA pairs along N multicasting A
+              (True, False, "f16", "f16", False, 64, {"stages": 8, "persistent": False,
+                                                      "cluster_n": 2}),
+              (False, True, "bf16", "f32", True, 128, {"stages": 4, "persistent": False,
+                                                       "cluster_n": 2})]
 
 
 def _stores_under_wgmma(sass):
@@ -217,11 +222,12 @@ def test_gemm_sass(case):
     assert len(lines) % (4 * halves) == 0                # 4 k16 steps per slot and m64 half
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
-    assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m == 2)
+    assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m * cfg.cluster_n == 2)
     # A cluster's CTAs meet once: a relaxed arrive and a wait at the start (the producer drains
     # its empty barriers at the end), never a releasing arrive's GPU-scope MEMBAR, which waited
     # on every thread's stores (benches/results/gemm-cluster-h100.txt).
-    assert kb.sass.count("UCGABAR_ARV") == kb.sass.count("UCGABAR_WAIT") == (cfg.cluster_m - 1)
+    assert kb.sass.count("UCGABAR_ARV") == kb.sass.count("UCGABAR_WAIT") == \
+        (cfg.cluster_m * cfg.cluster_n - 1)
     assert not kb.has("MEMBAR.ALL.GPU")
     # mma_pipe: after a slot's group the consumers wait for the previous group (1) or this
     # one (0), never leaving one in flight with mma_pipe=0.
@@ -254,6 +260,13 @@ def test_config_errors():
         gemm_wgmma.WgmmaConfig(256, persistent=False, cluster_m=2)
     with pytest.raises(ValueError, match="bn = 128 or 256"):
         gemm_wgmma.WgmmaConfig(192, cluster_m=2)
+    for bad in (dict(), dict(persistent=False, cluster_n=3)):
+        with pytest.raises(ValueError, match="cluster_n = [23] must be 1, or 2 with "
+                                             "persistent=False"):
+            gemm_wgmma.WgmmaConfig(64, **{"cluster_n": 2, **bad})
+    cn = gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False, cluster_n=2)
+    assert "cluster_n=2" in repr(cn) and gemm_wgmma.WgmmaConfig(*cn.key()[1:]).key() == cn.key()
+    assert gemm_wgmma.grid_size(1000, 1032, cn) == 8 * 18    # 17 tiles along N, paired: 18
     for bad in (dict(cluster_m=2), dict(persistent=False, stages=4)):
         with pytest.raises(ValueError, match="stream_k = True needs persistent=True and "
                                              "cluster_m = 1"):
@@ -430,6 +443,14 @@ def test_choose_config(monkeypatch):
     assert mm.waves(2048, 2048, mm._WGMMA_192, 132) == 2
     assert mm.waves(1536, 1536, mm._WGMMA_192, 132) == mm.waves(1536, 1536, mm._WGMMA_CLUSTER,
                                                                  132) == 1
+    # rows that are not whole 128-byte lines: the narrow tiles in pairs along N sharing A
+    for (m, n, k), bn in (((1000, 1000, 1000), 64), ((760, 2040, 4000), 128)):
+        assert mm.choose_config(m, n, k).key() == mm._WGMMA_NARROW[bn].key()
+        pairs = mm.choose_config(m, n, k, ragged_rows=True)
+        assert (pairs.bn, pairs.cluster_n, pairs.persistent) == (bn, 2, False)
+    # (the large tiles do not change)
+    assert (mm.choose_config(3000, 5000, 2000, ragged_rows=True).key()
+            == mm.choose_config(3000, 5000, 2000).key())
     assert mm.waves(4095, 4104, mm._WGMMA_TALL, 132) == 4
     assert mm.waves(4096, 4096, mm._WGMMA_WIDE, 132) == 4
 

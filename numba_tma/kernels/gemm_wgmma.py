@@ -11,7 +11,11 @@ probe ``wgmma_probe``):
    4096^3 to 698 TFLOP/s and 8192^3 to 714 (0.93x / 0.94x cuBLAS). ``matmul()`` runs it with
    128 x 128 or 128 x 64 tiles where those fit in one wave, as there is no next tile to
    overlap: 1024^3 fp16 9.5 us against the persistent rung's 10.4
-   (``benches/results/gemm-small-h100.txt``).
+   (``benches/results/gemm-small-h100.txt``). With ``cluster_n=2`` CTA pairs along N share A
+   (each loads one 64-row half of every A slice and multicasts it; the slots wait for both
+   CTAs' consumers, and each producer drains its barriers before it exits): ``matmul()`` runs
+   that where neither A's nor B's rows are whole 128-byte lines, 1000^3 fp16 12.29 us against
+   13.98 (``benches/results/gemm-probe-h100.txt``; on aligned rows it lost).
 2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
    tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS in
    ``gemm-configs-h100.txt``): 719 and 726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton).
@@ -161,17 +165,19 @@ class WgmmaConfig:
     ``beta``, each consumer packs a finished tile's accumulators into 16-bit pairs and stores
     them box by box under the next tile's first wgmma groups, instead of between the tiles
     with the tensor cores idle (f32 output and ``beta`` keep the plain epilogue: their
-    accumulators do not fit beside the next tile's); ``l2_promotion`` (0, 64, 128 or 256 bytes):
-    the L2 promotion of A's and B's tensor maps, a host-side setting the kernel never sees (on
-    an L2 miss the L2 fetches whole 128-byte lines instead of the 32-byte sectors asked for:
-    see ``L2_PROMOTION``)."""
+    accumulators do not fit beside the next tile's); ``cluster_n`` (one block per tile): 2
+    makes CTA pairs along N share A, each loading one 64-row half of every A slice and
+    multicasting it to both (a pair reads A once from L2); ``l2_promotion`` (0, 64, 128 or 256
+    bytes): the L2 promotion of A's and B's tensor maps, a host-side setting the kernel never
+    sees (on an L2 miss the L2 fetches whole 128-byte lines instead of the 32-byte sectors
+    asked for: see ``L2_PROMOTION``)."""
 
     __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers",
-                 "mma_pipe", "bm", "pingpong", "overlap_epilogue", "l2_promotion")
+                 "mma_pipe", "bm", "pingpong", "overlap_epilogue", "cluster_n", "l2_promotion")
 
     def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
                  stream_k=False, c_buffers=2, mma_pipe=1, bm=BM, pingpong=False,
-                 overlap_epilogue=False, l2_promotion=None):
+                 overlap_epilogue=False, cluster_n=1, l2_promotion=None):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -221,6 +227,12 @@ class WgmmaConfig:
                              f"stream_k={stream_k}, bm={bm}, pingpong={pingpong}, "
                              f"mma_pipe={mma_pipe}")
         self.overlap_epilogue = bool(overlap_epilogue)
+        # (one block per tile already means cluster_m = 1 and bm = 128: checked above)
+        if cluster_n not in (1, 2) or (cluster_n == 2 and persistent):
+            raise ValueError(f"cluster_n = {cluster_n} must be 1, or 2 with persistent=False "
+                             f"(each CTA of a pair loads one 64-row half of A); got "
+                             f"persistent={persistent}")
+        self.cluster_n = cluster_n
         if l2_promotion is None:
             l2_promotion = L2_PROMOTION
         if l2_promotion not in (0, 64, 128, 256):
@@ -246,7 +258,7 @@ class WgmmaConfig:
         ``l2_promotion``): configs that differ only there share one kernel."""
         return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
                 self.stream_k, self.c_buffers, self.mma_pipe, self.bm, self.pingpong,
-                self.overlap_epilogue)
+                self.overlap_epilogue, self.cluster_n)
 
     def replace(self, **changes):
         """A copy of this config with ``changes`` (keyword arguments of the constructor)."""
@@ -261,6 +273,7 @@ class WgmmaConfig:
         more += f", bm={self.bm}" if self.bm != BM else ""
         more += ", pingpong=True" if self.pingpong else ""
         more += ", overlap_epilogue=True" if self.overlap_epilogue else ""
+        more += f", cluster_n={self.cluster_n}" if self.cluster_n != 1 else ""
         more += (f", l2_promotion={self.l2_promotion}" if self.l2_promotion != L2_PROMOTION
                  else "")
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
@@ -282,12 +295,12 @@ def smem_bytes(cfg, out_itemsize):
 DEFAULT_CONFIG = WgmmaConfig()
 
 
-def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False):
+def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False, CN=1):
     """What both rungs share, for one configuration: the slot and descriptor geometry, the
     producer's loads of one slot, a consumer's wgmmas on one slot (leaving ``PIPE`` groups in
     flight), and the tile raster. ``TM``: rows of C per block, 128 (each consumer one m64
     half) or 256 (two, each with its own accumulators); ``PP``: ping-pong, each consumer all
-    ``TM`` rows of its own tile."""
+    ``TM`` rows of its own tile; ``CN``: CTAs along N sharing A (the loader's ``cn``)."""
     A_BYTES = TM * SPAN
     STAGE_BYTES = A_BYTES + BN * SPAN
     NACC = BN // 2                              # f32 accumulators per m64 half per thread
@@ -305,7 +318,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False)
     # M-major slice is a run of 64-row boxes.
     A_ROW64 = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES
     A_WG = 0 if PP else HALVES * A_ROW64        # consumer c's rows of the A slice
-    issue_slot = slice_loader(TM, BN, CM, a_kmajor, b_kmajor)
+    issue_slot = slice_loader(TM, BN, CM, a_kmajor, b_kmajor, CN)
 
     @cuda.jit(device=True, inline="always")
     def fence_accumulators(acc, acc2):
@@ -467,23 +480,33 @@ KERNEL_KEY_LEN = len(DEFAULT_CONFIG.kernel_key())
 
 @functools.cache
 def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
-    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM, PP, OV = cfg_key
+    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM, PP, OV, CN = cfg_key
     if persistent:
         return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor,
                                   in_kind, out_kind, has_beta, TM, PP, OV)
     LOG_S = S.bit_length() - 1
-    P = _pieces(BN, group_m, 1, PIPE, a_kmajor, b_kmajor, in_kind)
+    P = _pieces(BN, group_m, 1, PIPE, a_kmajor, b_kmajor, in_kind, CN=CN)
     NACC = P.NACC
     STAGE_BYTES = P.STAGE_BYTES
     NBARS = 2 * S + CONSUMER_WARPS
     BAR_BYTES = 8 * NBARS
-    EMPTY_ARRIVALS = CONSUMER_WARPS
+    EMPTY_ARRIVALS = CONSUMER_WARPS * CN     # a pair's slot is written by both producers
     OUT16 = out_kind != "f32"
     C_COLS = 64 if OUT16 else 32                # columns of one 128-byte-wide box of C
     C_BOXES = BN // C_COLS
     SLAB_BYTES = C_BOXES * C_BOX_BYTES
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
     write_box = _box_writer(out_kind, has_beta)
+
+    @cuda.jit(device=True, inline="always")
+    def release(bar):
+        # A consumer warp gives a slot back: with CN = 2 to both CTAs' producers, as both
+        # multicast into it.
+        if CN == 1:
+            mbarrier.arrive(bar)
+        else:
+            for r in range(CN):
+                cluster.mbarrier_arrive_cta(bar, r)
 
     @cuda.jit(launch_bounds=(THREADS, 1))
     def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
@@ -498,7 +521,15 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         tid = cuda.threadIdx.x
         wg = tid >> 7
 
-        row0, col0 = tile_origin(cuda.blockIdx.x, tiles_m, tiles_n, 0)
+        rank = 0
+        if CN == 1:
+            row0, col0 = tile_origin(cuda.blockIdx.x, tiles_m, tiles_n, 0)
+        else:
+            # A pair takes CN adjacent tiles of one tile row (the raster walks pairs).
+            rank = cluster.cta_rank()
+            row0, col0 = tile_origin(cuda.blockIdx.x // CN, tiles_m, (tiles_n + CN - 1) // CN,
+                                     0)
+            col0 = col0 * CN + rank * BN
         num_k = (k + BK - 1) // BK
 
         if tid == 0:
@@ -509,7 +540,13 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
             for w in range(CONSUMER_WARPS):
                 mbarrier.init(cbar[w:], 1)
             mbarrier.fence_init()
-        cuda.syncthreads()
+        if CN == 1:
+            cuda.syncthreads()
+        else:
+            # The peer's barriers exist before anything multicasts or arrives remotely (as in
+            # the persistent kernel's clusters: fence_init released them at cluster scope).
+            cluster.arrive_relaxed()
+            cluster.wait()
         _start_dependent()
 
         if wg == 0:
@@ -522,7 +559,12 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
                     if kt >= S:
                         mbarrier.wait(empty[s:], ((kt >> LOG_S) - 1) & 1)
                     issue_slot(a_map, b_map, tiles, full[s:], s * STAGE_BYTES, kt, row0, col0,
-                               0)
+                               rank)
+                if CN > 1:
+                    # Drain (CUTLASS's producer tail): every slot's last use released by both
+                    # CTAs' consumers, so no peer's arrive lands on these barriers after exit.
+                    for kt in range(max(num_k - S, 0), num_k):
+                        mbarrier.wait(empty[kt & (S - 1):], (kt >> LOG_S) & 1)
             return
 
         wgmma.setmaxnreg_inc(CONSUMER_REGS)
@@ -538,9 +580,13 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
             mma_slot(acc, acc, tiles, s, c)
             # The group of slot kt - PIPE is done: give that slot back to the producer.
             if kt >= PIPE and lane == 0:
-                mbarrier.arrive(empty[(kt - PIPE) & (S - 1):])
+                release(empty[(kt - PIPE) & (S - 1):])
         wgmma.wait_group(0)
         wgmma.fence_operand(acc, NACC)
+        if CN > 1 and lane == 0:
+            # ... and the last PIPE slots too, which the producers' drain waits for.
+            for kt in range(max(num_k - PIPE, 0), num_k):
+                release(empty[kt & (S - 1):])
 
         # Both consumers are past their last wgmma (named barrier 1: the producer has left):
         # the ring becomes the warps' slabs of C.
@@ -578,8 +624,9 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
 def grid_size(m, n, cfg, resident=None):
     """Blocks to launch: one per tile; persistent: one per tile up to ``resident`` (the blocks
     that fit on the GPU at once, a multiple of ``cfg.cluster_m``), whole clusters."""
-    cm = cfg.cluster_m
-    blocks = math.ceil(math.ceil(m / cfg.bm) / cm) * cm * math.ceil(n / cfg.bn)
+    cm, cn = cfg.cluster_m, cfg.cluster_n
+    blocks = (math.ceil(math.ceil(m / cfg.bm) / cm) * cm
+              * math.ceil(math.ceil(n / cfg.bn) / cn) * cn)
     if cfg.persistent:
         if resident is None or resident < cm:
             raise ValueError(f"a persistent {cfg!r} needs resident >= {cm} (blocks that fit "

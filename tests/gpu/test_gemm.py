@@ -88,6 +88,9 @@ def test_f16_exact_every_layout(shape, orders):
                                  # matmul()'s one-wave narrow tiles, and its 128 x 192
                                  WgmmaConfig(128, stages=4, persistent=False),
                                  WgmmaConfig(192, stages=4, mma_pipe=0),
+                                 # ... and its narrow tiles in pairs along N sharing A
+                                 WgmmaConfig(64, stages=8, persistent=False, cluster_n=2),
+                                 WgmmaConfig(128, stages=4, persistent=False, cluster_n=2),
                                  WgmmaConfig(64, stages=8, persistent=False),
                                  WgmmaConfig(128, bm=256, cluster_m=2, l2_promotion=256),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
@@ -297,6 +300,29 @@ def test_k_zero_scales_out():
     matmul(cuda.to_device(np.zeros((m, 0), np.float16)), cuda.to_device(np.zeros((0, n), np.float16)),
            out)
     np.testing.assert_array_equal(out.copy_to_host(), np.zeros((m, n), np.float32))
+
+
+@pytest.mark.parametrize("m, n", [(1000, 1000), (760, 2040)], ids=["128x64", "128x128"])
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+def test_ragged_rows_take_pairs_exact(m, n, orders):
+    # Where neither A's nor B's rows in memory are whole 128-byte lines (here 1000 or 2040
+    # elements, and K = 120), matmul() runs its narrow tiles in CTA pairs along N that multicast
+    # A (cluster_n=2); the tile columns at 1000 are 16, at 2040 16 of 128, so every pair is full,
+    # and the odd counts are in test_configs_exact. Exact for every layout, 16-bit and f32
+    # output, and with beta.
+    k = 120
+    a, b = small_ints((m, k)), small_ints((k, n))
+    da, db = layout(a, orders[0]), layout(b, orders[1])
+    assert plan_matmul(da, db, poisoned((m, n), np.float16)).config.cluster_n == 2
+    ref = exact_reference(a, b)
+    for out_dtype in (np.float16, np.float32):
+        out = poisoned((m, n), out_dtype)
+        matmul(da, db, out)
+        np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+    c = small_ints((m, n)).astype(np.float32)
+    out = cuda.to_device(c)
+    matmul(da, db, out, alpha=-1.0, beta=0.5)
+    np.testing.assert_array_equal(out.copy_to_host(), -ref + 0.5 * c)
 
 
 @pytest.mark.parametrize("m, n, overlapped", [(1536, 1528, False), (3000, 3064, True)],
