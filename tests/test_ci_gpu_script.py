@@ -13,6 +13,8 @@ seconds: a collection and a pytest process per chunk):
   holds what failed (FAILED and assertion lines);
 * a sanitizer summary with errors -> non-zero, also when the tool's exit status says 0;
 * the CPU suite failing -> non-zero;
+* a chunk still running at DEADLINE -> stopped, non-zero, and the other files' summaries and
+  failures.txt written before the run ends (an outer time limit no longer loses them);
 * a clean run (tests, memcheck and racecheck; and the tests with the CPU suite) -> exit 0.
 """
 
@@ -126,6 +128,14 @@ def _tree(tmp_path, gpu_files, cpu_files=None):
     return repo, bin_
 
 
+SLOW = """
+import time
+
+def test_slow():
+    time.sleep(100)
+"""
+
+
 def _run(tmp_path, gpu_files, args, cpu_files=None, chunk=60, **env):
     repo, bin_ = _tree(tmp_path, gpu_files, cpu_files)
     out = tmp_path / "logs"
@@ -208,3 +218,14 @@ def test_a_clean_run_with_the_cpu_suite_exits_0(tmp_path):
     assert done.returncode == 0, _explain(done)
     assert failures == ""
     assert "cpu test_cpu: 1 passed" in (out / "pytest-summary.txt").read_text()
+
+
+def test_a_deadline_stops_the_run_and_keeps_the_summaries(tmp_path):
+    import time
+    t0 = time.monotonic()
+    done, failures, out = _run(tmp_path, {"test_tma": PASSING, "test_slow": SLOW},
+                               ["tests", "test_tma", "test_slow"], DEADLINE="8")
+    assert time.monotonic() - t0 < 60, _explain(done)        # not the slow test's 100 s
+    assert done.returncode != 0, _explain(done)
+    assert "FAIL: test_slow: chunk 0 stopped by its time limit" in failures, _explain(done)
+    assert "test_tma: 3 passed" in (out / "pytest-summary.txt").read_text()
