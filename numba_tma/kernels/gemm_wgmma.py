@@ -405,6 +405,20 @@ def _start_dependent():
     griddep.launch_dependents()
 
 
+def _slot_release(ctas):
+    """``release(bar)``: a consumer warp gives a ring slot back through its empty barrier
+    ``bar``; in a cluster of ``ctas`` CTAs that multicast into the slot, to every CTA's
+    producer (each waits for all of them before it loads the slot again)."""
+    @cuda.jit(device=True, inline="always")
+    def release(bar):
+        if ctas == 1:
+            mbarrier.arrive(bar)
+        else:
+            for r in range(ctas):
+                cluster.mbarrier_arrive_cta(bar, r)
+    return release
+
+
 @cuda.jit(device=True, inline="always")
 def _stmatrix_row(off, lane, q4):
     # The byte offset of lane's row address for the stmatrix.x4 of columns 16 q4..16 q4 + 15 of
@@ -498,15 +512,7 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
     write_box = _box_writer(out_kind, has_beta)
 
-    @cuda.jit(device=True, inline="always")
-    def release(bar):
-        # A consumer warp gives a slot back: with CN = 2 to both CTAs' producers, as both
-        # multicast into it.
-        if CN == 1:
-            mbarrier.arrive(bar)
-        else:
-            for r in range(CN):
-                cluster.mbarrier_arrive_cta(bar, r)
+    release = _slot_release(CN)
 
     @cuda.jit(launch_bounds=(THREADS, 1))
     def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
@@ -754,13 +760,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     write_box = _box_writer(out_kind, has_beta)
     OV = OV and OUT16 and not has_beta     # (else the plain epilogue: see the docstring)
 
-    @cuda.jit(device=True, inline="always")
-    def release(bar):
-        if CM == 1:
-            mbarrier.arrive(bar)
-        else:       # the slot is multicast into by every CTA of the cluster
-            for r in range(CM):
-                cluster.mbarrier_arrive_cta(bar, r)
+    release = _slot_release(CM)
 
     @cuda.jit(device=True, inline="always")
     def next_slot(s, passes):

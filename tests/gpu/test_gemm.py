@@ -302,6 +302,21 @@ def test_k_zero_scales_out():
     np.testing.assert_array_equal(out.copy_to_host(), np.zeros((m, n), np.float32))
 
 
+def check_default_path_exact(a, b, da, db, alpha, beta):
+    """matmul(da, db, out) with the config it chooses, exact against ``a @ b`` (small integers)
+    into 16-bit and f32 ``out``, then ``alpha * a @ b + beta * C`` into an f32 C."""
+    m, n = a.shape[0], b.shape[1]
+    ref = exact_reference(a, b)
+    for out_dtype in (np.float16, np.float32):
+        out = poisoned((m, n), out_dtype)
+        matmul(da, db, out)
+        np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
+    c = small_ints((m, n)).astype(np.float32)
+    out = cuda.to_device(c)
+    matmul(da, db, out, alpha=alpha, beta=beta)
+    np.testing.assert_array_equal(out.copy_to_host(), alpha * ref + beta * c)
+
+
 @pytest.mark.parametrize("m, n", [(1000, 1000), (760, 2040)], ids=["128x64", "128x128"])
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 def test_ragged_rows_take_pairs_exact(m, n, orders):
@@ -314,15 +329,7 @@ def test_ragged_rows_take_pairs_exact(m, n, orders):
     a, b = small_ints((m, k)), small_ints((k, n))
     da, db = layout(a, orders[0]), layout(b, orders[1])
     assert plan_matmul(da, db, poisoned((m, n), np.float16)).config.cluster_n == 2
-    ref = exact_reference(a, b)
-    for out_dtype in (np.float16, np.float32):
-        out = poisoned((m, n), out_dtype)
-        matmul(da, db, out)
-        np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
-    c = small_ints((m, n)).astype(np.float32)
-    out = cuda.to_device(c)
-    matmul(da, db, out, alpha=-1.0, beta=0.5)
-    np.testing.assert_array_equal(out.copy_to_host(), -ref + 0.5 * c)
+    check_default_path_exact(a, b, da, db, alpha=-1.0, beta=0.5)
 
 
 @pytest.mark.parametrize("m, n, overlapped", [(1536, 1528, False), (3000, 3064, True)],
@@ -337,16 +344,7 @@ def test_chosen_128x192_tiles_exact(m, n, overlapped):
     if matmul_api._sm_count() == 132:
         assert (cfg.bn, cfg.cluster_m, cfg.overlap_epilogue) == (192, 1, overlapped), cfg
     a, b = small_ints((m, k)), small_ints((k, n))
-    da, db = cuda.to_device(a), cuda.to_device(b)
-    ref = exact_reference(a, b)
-    for out_dtype in (np.float16, np.float32):
-        out = poisoned((m, n), out_dtype)
-        matmul(da, db, out)
-        np.testing.assert_array_equal(out.copy_to_host(), ref.astype(out_dtype))
-    c = small_ints((m, n)).astype(np.float32)
-    out = cuda.to_device(c)
-    matmul(da, db, out, beta=-2.0)
-    np.testing.assert_array_equal(out.copy_to_host(), ref - 2.0 * c)
+    check_default_path_exact(a, b, cuda.to_device(a), cuda.to_device(b), alpha=1.0, beta=-2.0)
 
 
 @pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1000, 1032, 4000), (4096, 4096, 4096)],
