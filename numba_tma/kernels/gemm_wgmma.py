@@ -89,7 +89,11 @@ probe ``wgmma_probe``):
   the slot before is released to the producer.
 * Operands read straight from the swizzled tiles through descriptors: K-major slices advance 32
   bytes per k16 step inside the 128-byte swizzled rows; M/N-major ones (``w.T``, read with the
-  transpose immediates) advance 16 rows.
+  transpose immediates) advance 16 rows. The descriptors are built from a warp-uniform
+  warpgroup index (``wgmma.warpgroup_index``) and ring slot (read from lane 0), so they live in
+  the uniform registers ``HGMMA`` reads and a group's ``HGMMA``s issue back to back; built per
+  thread, each crossed over with ``R2UR`` mid-group and 4096^3 fp16 ran 0.981x cuBLAS against
+  1.003x (``benches/results/gemm-uniform-h100.txt``).
 * Epilogue: after a block barrier the ring becomes each warp's 16-row slab of C; accumulators
   are scaled (``beta`` times the old C, loaded by TMA, added), packed with ``stmatrix``
   (f32: 8-byte stores) into 128B-swizzled 16 x 64 boxes, and stored by TMA (clipped at the edges).
@@ -321,6 +325,13 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False,
     issue_slot = slice_loader(TM, BN, CM, a_kmajor, b_kmajor, CN)
 
     @cuda.jit(device=True, inline="always")
+    def uniform_slot(s):
+        # The slot index as lane 0 has it: the same in every lane, which ptxas cannot always
+        # prove of a ring index carried through the persistent loop, and then it builds the
+        # descriptors per thread and moves each into a UR register between the HGMMAs.
+        return cuda.shfl_sync(0xFFFFFFFF, s, 0)
+
+    @cuda.jit(device=True, inline="always")
     def fence_accumulators(acc, acc2):
         # The accumulators stay in registers across the asynchronous wgmmas (warpgroup_fence_
         # operand): every half's.
@@ -333,7 +344,8 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False,
         # Consumer warpgroup c's k16 wgmmas on slot s (4, or 4 per m64 half: acc2 holds the
         # second half's rows), committed as one group; returns once at most PIPE groups are in
         # flight: the group before it (PIPE = 1) or this one (PIPE = 0) has retired, and its
-        # slot may be released.
+        # slot may be released. (s read from lane 0: see uniform_slot.)
+        s = uniform_slot(s)
         a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
         b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
         wgmma.fence()
@@ -352,6 +364,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False,
     def mma_issue(acc, tiles, s, c):
         # mma_slot's wgmmas and commit without the wait (one m64 half): the overlapped
         # epilogue stores a box of the previous tile between the two.
+        s = uniform_slot(s)
         a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
         b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
         wgmma.fence()
@@ -525,7 +538,7 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
         tiles = dyn8[first:]
         tid = cuda.threadIdx.x
-        wg = tid >> 7
+        wg = wgmma.warpgroup_index()          # warp-uniform: descriptors in UR registers
 
         rank = 0
         if CN == 1:
@@ -1115,7 +1128,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
         tiles = dyn8[first:]
         tid = cuda.threadIdx.x
-        wg = tid >> 7
+        wg = wgmma.warpgroup_index()          # warp-uniform: descriptors in UR registers
         rank = 0
         cid = cuda.blockIdx.x
         nclusters = cuda.gridDim.x

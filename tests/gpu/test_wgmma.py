@@ -101,3 +101,17 @@ def test_fp8_a_in_registers():
 
 def test_fp8_swizzle_32():
     _check("e5m2_e4m3", 64, swizzle=32)
+
+
+def test_warpgroup_index():
+    # Every thread of a 384-thread block (and of a second block) reads threadIdx.x // 128.
+    from numba import cuda
+
+    @cuda.jit
+    def kernel(out):
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        out[i] = wgmma.warpgroup_index()
+
+    out = cuda.to_device(np.full(2 * 384, -1, np.int32))
+    kernel[2, 384](out)
+    assert (out.copy_to_host() == np.tile(np.arange(384) // 128, 2)).all()
