@@ -325,11 +325,14 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False,
     issue_slot = slice_loader(TM, BN, CM, a_kmajor, b_kmajor, CN)
 
     @cuda.jit(device=True, inline="always")
-    def uniform_slot(s):
-        # The slot index as lane 0 has it: the same in every lane, which ptxas cannot always
-        # prove of a ring index carried through the persistent loop, and then it builds the
-        # descriptors per thread and moves each into a UR register between the HGMMAs.
-        return cuda.shfl_sync(0xFFFFFFFF, s, 0)
+    def slot_descriptors(tiles, s, c):
+        # The descriptors of slot s's A rows for consumer c and of its B. s is read from lane 0:
+        # the same in every lane, which ptxas cannot always prove of a ring index carried
+        # through the persistent loop, and then it builds the descriptors per thread and moves
+        # each into a UR register between the HGMMAs.
+        s = cuda.shfl_sync(0xFFFFFFFF, s, 0)
+        return (wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128),
+                wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128))
 
     @cuda.jit(device=True, inline="always")
     def fence_accumulators(acc, acc2):
@@ -344,10 +347,8 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False,
         # Consumer warpgroup c's k16 wgmmas on slot s (4, or 4 per m64 half: acc2 holds the
         # second half's rows), committed as one group; returns once at most PIPE groups are in
         # flight: the group before it (PIPE = 1) or this one (PIPE = 0) has retired, and its
-        # slot may be released. (s read from lane 0: see uniform_slot.)
-        s = uniform_slot(s)
-        a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
-        b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
+        # slot may be released.
+        a_desc, b_desc = slot_descriptors(tiles, s, c)
         wgmma.fence()
         for kk in range(BK // 16):
             b_k = wgmma.descriptor_advance(b_desc, kk * B_KSTEP)
@@ -364,9 +365,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False,
     def mma_issue(acc, tiles, s, c):
         # mma_slot's wgmmas and commit without the wait (one m64 half): the overlapped
         # epilogue stores a box of the previous tile between the two.
-        s = uniform_slot(s)
-        a_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128)
-        b_desc = wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128)
+        a_desc, b_desc = slot_descriptors(tiles, s, c)
         wgmma.fence()
         for kk in range(BK // 16):
             b_k = wgmma.descriptor_advance(b_desc, kk * B_KSTEP)
