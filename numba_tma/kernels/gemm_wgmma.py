@@ -15,7 +15,12 @@ probe ``wgmma_probe``):
    (each loads one 64-row half of every A slice and multicasts it; the slots wait for both
    CTAs' consumers, and each producer drains its barriers before it exits): ``matmul()`` runs
    that where neither A's nor B's rows are whole 128-byte lines, 1000^3 fp16 12.29 us against
-   13.98 (``benches/results/gemm-probe-h100.txt``; on aligned rows it lost).
+   13.98 (``benches/results/gemm-probe-h100.txt``; on aligned rows it lost). Up to 128 x 128
+   tiles this kernel skips ``setmaxnreg`` (64 accumulators fit the kernel's 168 registers) and
+   its barrier thread issues the first slot before the block barrier: the kernel alone at
+   1024 x 1024 x 256 fp16 3.58-3.62 us against 3.71-3.74 us, 1024^3 within the runs' spread
+   (5.92-5.99 us against 5.89-5.95 us; Triton's 5.76-5.79 us, cuBLAS's 5.44-5.47 us:
+   ``benches/results/gemm-oneblock-h100.txt``, which also measures what holds 1024^3).
 2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
    tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS in
    ``gemm-configs-h100.txt``): 719 and 726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton).
@@ -79,7 +84,7 @@ probe ``wgmma_probe``):
 * ``setmaxnreg``: the kernel is compiled for 384 threads x 168 registers
   (``launch_bounds=(384, 1)``); the producer gives registers back (``setmaxnreg_dec(56)``) and
   each consumer takes 224 (``setmaxnreg_inc``), which the 128 accumulators need (at 40 the
-  persistent cluster kernel's producer spilled).
+  persistent cluster kernel's producer spilled). Narrower tiles, one block per tile, skip it.
 * The producer's one thread streams ``BK = 64``-deep slices of A and B through a ring of
   ``stages`` slots with 128B-swizzled TMA loads (out-of-range rows, columns and K are
   zero-filled: any M, N, K), on ``full``/``empty`` mbarriers: ``full[s]`` completes on the
@@ -98,8 +103,10 @@ probe ``wgmma_probe``):
   are scaled (``beta`` times the old C, loaded by TMA, added), packed with ``stmatrix``
   (f32: 8-byte stores) into 128B-swizzled 16 x 64 boxes, and stored by TMA (clipped at the edges).
 * Tiles are visited in groups of ``group_m`` tile rows so concurrent blocks share B in L2.
-* Launch: the barrier thread prefetches the three tensor maps while it sets the barriers up;
-  then every thread calls ``griddep.wait()`` (nothing before it touches global memory) and
+* Launch: the barrier thread prefetches the three tensor maps while it sets the barriers up
+  (one block per tile without a cluster: and, after its own ``griddep.wait()``, issues the
+  first slot's loads before the block barrier); then every thread calls ``griddep.wait()``
+  (nothing before it touches global memory) and
   ``griddep.launch_dependents()``, so the kernels may be launched dependent and back-to-back
   calls overlap one's start with the other's end (``matmul()`` does, unless
   ``NUMBA_TMA_DEPENDENT_LAUNCH=0``; ``benches/results/gemm-launch-h100.txt``).
@@ -525,6 +532,13 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     write_box = _box_writer(out_kind, has_beta)
 
     release = _slot_release(CN)
+    # Registers move from producer to consumers only where the accumulators need it (128 per
+    # thread at BN = 256); up to BN = 128 every warp keeps the kernel's 168, and the consumers
+    # skip setmaxnreg.inc's wait for the producer's dec.
+    EXCHANGE = NACC > 64
+    # A single CTA's producer thread issues the first slot before the block barrier (its own
+    # barriers need nobody else); a pair's multicast waits for the peer's barriers.
+    EARLY = 1 if CN == 1 else 0
 
     @cuda.jit(launch_bounds=(THREADS, 1))
     def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
@@ -558,6 +572,9 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
             for w in range(CONSUMER_WARPS):
                 mbarrier.init(cbar[w:], 1)
             mbarrier.fence_init()
+            if EARLY and num_k > 0:
+                griddep.wait()                  # the loads read what the kernel before wrote
+                issue_slot(a_map, b_map, tiles, full[0:], 0, 0, row0, col0, rank)
         if CN == 1:
             cuda.syncthreads()
         else:
@@ -568,11 +585,12 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         _start_dependent()
 
         if wg == 0:
-            # Producer: gives its registers to the consumers; one thread issues every load.
-            # It returns here, so nothing after this branch runs under its 56 registers.
-            wgmma.setmaxnreg_dec(PRODUCER_REGS)
+            # Producer: gives its registers to the consumers (EXCHANGE); one thread issues
+            # every load. It returns here, so nothing after this branch runs under its 56.
+            if EXCHANGE:
+                wgmma.setmaxnreg_dec(PRODUCER_REGS)
             if tid == 0:
-                for kt in range(num_k):
+                for kt in range(min(EARLY, num_k), num_k):
                     s = kt & (S - 1)
                     if kt >= S:
                         mbarrier.wait(empty[s:], ((kt >> LOG_S) - 1) & 1)
@@ -585,7 +603,8 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
                         mbarrier.wait(empty[kt & (S - 1):], (kt >> LOG_S) & 1)
             return
 
-        wgmma.setmaxnreg_inc(CONSUMER_REGS)
+        if EXCHANGE:
+            wgmma.setmaxnreg_inc(CONSUMER_REGS)
         c = wg - 1
         lane = tid & 31
         acc = cuda.local.array(NACC, np.float32)

@@ -90,6 +90,7 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(192, stages=4, mma_pipe=0),
                                  # ... and its narrow tiles in pairs along N sharing A
                                  WgmmaConfig(64, stages=8, persistent=False, cluster_n=2),
+                                 WgmmaConfig(64, stages=4, persistent=False, cluster_n=2),
                                  WgmmaConfig(128, stages=4, persistent=False, cluster_n=2),
                                  WgmmaConfig(64, stages=8, persistent=False),
                                  WgmmaConfig(128, bm=256, cluster_m=2, l2_promotion=256),
