@@ -237,11 +237,11 @@ _WGMMA_NARROW = {128: gemm_wgmma.WgmmaConfig(128, stages=4, persistent=False),
 #: against 13.98, 1000 x 1000 x 4000 25.89 against 33.01, 760 x 2040 x 4000 (128 x 128 tiles)
 #: 31.31 against 34.64; on aligned rows the pairs lose (1024 x 1024 x 4096 23.42 against 20.94),
 #: and with one operand ragged they about tie. The bench's run: benches/results/gemm-pairs-h100.txt.
-#: The 128 x 64 pairs take 4 stages, not the single CTAs' 8: fp16 kernel alone (CUPTI) 1000^3
-#: 8.80 us against 9.12, 1000 x 1000 x 256 4.51 against 4.58, 600 x 1000 x 2000 11.39 against
-#: 11.52, 1000 x 1000 x 4000 a tie (benches/results/gemm-oneblock-h100.txt, section 7).
-_WGMMA_NARROW_PAIRS = {128: _WGMMA_NARROW[128].replace(cluster_n=2),
-                       64: _WGMMA_NARROW[64].replace(cluster_n=2, stages=4)}
+#: Both pairs take 4 stages (the single 128 x 64 CTAs take 8); for the 128 x 64 pairs, fp16
+#: kernel alone (CUPTI) 1000^3 8.80 us against 8 stages' 9.12, 1000 x 1000 x 256 4.51 against
+#: 4.58, 600 x 1000 x 2000 11.39 against 11.52, 1000 x 1000 x 4000 a tie
+#: (benches/results/gemm-oneblock-h100.txt, section 7).
+_WGMMA_NARROW_PAIRS = {bn: cfg.replace(cluster_n=2, stages=4) for bn, cfg in _WGMMA_NARROW.items()}
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
 #: 256 x 128 tiles, where they take fewer waves (choose_config); raster groups of 4 tile rows,
 #: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover
