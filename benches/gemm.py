@@ -37,8 +37,9 @@ after; the row's ``config`` names the kernels one call launched, from torch.prof
 Triton: the tutorial-structured matmul of ``numba_tma.bench.baselines`` (grouped tile raster,
 ``tl.dot`` over K into fp32; told that rows are 16-byte aligned where N, K and the row strides
 are multiples of 8, as it infers that only from multiples of 16), autotuned over its
-``TRITON_CONFIGS`` per (M, N, K) and dtypes at its first call, which is the untimed check; the
-timed calls go straight to the chosen config. Without Triton its column shows ``-``. The
+``TRITON_CONFIGS`` per (M, N, K) and dtypes at its first call, which is the untimed check, each
+config timed as these benches time kernels (operands warm in L2, not Triton's L2-flushing
+``do_bench``); the timed calls go straight to the chosen config. Without Triton its column shows ``-``. The
 seed-004 SIMT GEMM is fp32 and runs once per shape against cuBLAS fp32 (TF32 off; Triton has
 no fp32 baseline here).
 

@@ -59,10 +59,7 @@ _KINDS = {"%": "%", "TFLOP/s": "TFLOP/s", "TFLOPS": "TFLOP/s", "GB/s": "GB/s", "
           "us": "us", "µs": "us", "ms": "ms", "x": "x"}
 
 #: Numbers written with a unit that are settings, not measurements: (file, figure text).
-NOT_FIGURES = {
-    ("numba_tma/bench/baselines.py", "25 ms"),     # Triton do_bench's default warm-up and
-    ("numba_tma/bench/baselines.py", "100 ms"),    # run times, which the bench shortens
-}
+NOT_FIGURES = set()
 
 
 def figures(text):

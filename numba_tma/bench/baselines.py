@@ -236,6 +236,7 @@ TRITON_CONFIGS = (
     (64, 128, 64, 4, 4),
 )
 TRITON_GROUP_M = 8              # tile rows that walk N together (B tiles reused from L2)
+TUNE_HOLD_CYCLES = 50_000_000   # GPU wait before each tuning round: longer than queuing its runs
 
 triton = tl = None              # imported by triton_matmul(): the kernel's globals
 
@@ -256,7 +257,9 @@ def triton_matmul():
     global triton, tl           # Triton resolves the kernel's names through its module globals
     import triton
     import triton.language as tl
-    import triton.testing
+    import torch
+
+    from . import timing
 
     @triton.jit
     def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
@@ -304,9 +307,16 @@ def triton_matmul():
                  mask=(rows[:, None] < M) & (cols[None, :] < N))
 
     def bench(fn, quantiles):
-        # Shorter than Triton's default (25 ms warm-up, 100 ms of runs) per config: enough to
-        # rank them, and it keeps the tuning of every (shape, dtypes) key to seconds.
-        return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
+        # Each config timed as the benches time every kernel (numba_tma.bench.timing: operands
+        # warm in L2, runs queued behind a GPU wait, each between CUDA events, median of round
+        # medians), not as triton.testing.do_bench does, flushing L2 before every run: ranked
+        # cold, 128 x 128 x 64 tiles won at 1024^3 fp16 and then ran 11.1 us warm in the bench
+        # against the 64 x 128 x 64 tiles' 9.0 us that bf16 picked (gemm-h100-2026-11-27b.txt).
+        ms = timing.do_bench(fn, iters=10, warmup=3, rounds=3, hold=tune_hold)
+        return [ms] * len(quantiles) if quantiles else ms
+
+    def tune_hold():
+        torch.cuda._sleep(TUNE_HOLD_CYCLES)
 
     configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
                               "GROUP_M": TRITON_GROUP_M}, num_stages=stages, num_warps=warps)
