@@ -21,9 +21,9 @@ probe ``wgmma_probe``):
    1024 x 1024 x 256 fp16 3.58-3.62 us against 3.71-3.74 us, 1024^3 within the runs' spread
    (5.92-5.99 us against 5.89-5.95 us; Triton's 5.76-5.79 us, cuBLAS's 5.44-5.47 us:
    ``benches/results/gemm-oneblock-h100.txt``, which also measures what holds 1024^3). There
-   each SM's intake sets the pace (a 24 KiB slot every 221-228 ns, and nearly as slow with 8
-   blocks on the GPU as with 128), and launched in clusters the same kernel runs slower
-   (6.34-6.37 us): ``benches/results/gemm-ingress-h100.txt``.
+   each SM sets its own pace (a 24 KiB slot every 221-228 ns, nearly as slow with 8 blocks on
+   the GPU as with 128, most of it the consumers' wgmmas), and launched in clusters the same
+   kernel runs slower (6.34 us against 5.95-5.98): ``benches/results/gemm-pace-h100.txt``.
 2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
    tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS in
    ``gemm-configs-h100.txt``): 719 and 726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton).
