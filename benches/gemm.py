@@ -39,9 +39,9 @@ Triton: the tutorial-structured matmul of ``numba_tma.bench.baselines`` (grouped
 are multiples of 8, as it infers that only from multiples of 16), autotuned over its
 ``TRITON_CONFIGS`` per (M, N, K) and dtypes at its first call, which is the untimed check, each
 config timed as these benches time kernels (operands warm in L2, not Triton's L2-flushing
-``do_bench``); the timed calls go straight to the chosen config. Without Triton its column shows ``-``. The
-seed-004 SIMT GEMM is fp32 and runs once per shape against cuBLAS fp32 (TF32 off; Triton has
-no fp32 baseline here).
+``do_bench``); the timed calls go straight to the chosen config. Without Triton its column
+shows ``-``. The seed-004 SIMT GEMM is fp32 and runs once per shape against cuBLAS fp32 (TF32
+off; Triton has no fp32 baseline here).
 
 One line per kernel, shape and dtype: ``us | TFLOP/s | x cuBLAS | x Triton`` (the baseline's
 time over the kernel's, same input and output dtypes; >1 means faster), then a table with the
