@@ -419,10 +419,12 @@ def _prefetch_maps(a_map, b_map, c_map):
 
 @cuda.jit(device=True, inline="always")
 def _start_dependent():
-    # Every thread, after the barriers' setup and before any global memory access: launched
-    # with programmatic stream serialization (matmul_api.dependent_launches), it may have started
-    # while the kernel before it in the stream still ran; wait for that one's memory, and let
-    # the next such launch be scheduled (its blocks take SMs as these exit).
+    # Every thread, after the barriers' setup and before any global memory access of its own
+    # (the one-block kernel's barrier thread, which loads the first slot earlier, waits before
+    # that load). Launched with programmatic stream serialization
+    # (matmul_api.dependent_launches), the kernel may have started while the one before it in
+    # the stream still ran: wait for that one's memory, and let the next such launch be
+    # scheduled (its blocks take SMs as these exit).
     griddep.wait()
     griddep.launch_dependents()
 
