@@ -229,8 +229,12 @@ _WGMMA_WIDE = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
 #: tile (the first rung), since with no next tile the persistent loop and its epilogue staging
 #: only cost (benches/results/gemm-small-h100.txt: 1024^3 fp16 9.5 us against the persistent
 #: 128 x 64 tiles' 10.4, 768 x 2048 x 4096 25.6 us against the persistent 128 x 128's 26.6).
+#: The 128 x 64 tile takes one consumer warpgroup for both m64 halves (cuBLAS's structure
+#: there): kernel alone at 1024^3 fp16 5.60-5.66 us against two consumers' 5.95-5.98, at
+#: 1024 x 1024 x 4096 14.66-14.78 against 15.94-16.06; at 128 x 128 one consumer was no faster
+#: (768 x 2048 x 4096: 21.95-22.24 us against 21.95-22.11): benches/results/gemm-pace-h100.txt.
 _WGMMA_NARROW = {128: gemm_wgmma.WgmmaConfig(128, stages=4, persistent=False),
-                 64: gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False)}
+                 64: gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False, consumers=1)}
 #: ... in CTA pairs along N sharing A, where neither A's nor B's rows are whole 128-byte lines
 #: (choose_config's ragged_rows): there a box row spans two L2 lines, and a pair reads each
 #: A slice from L2 once. H100 (benches/results/gemm-probe-h100.txt, fp16): 1000^3 12.29 us
@@ -241,7 +245,8 @@ _WGMMA_NARROW = {128: gemm_wgmma.WgmmaConfig(128, stages=4, persistent=False),
 #: kernel alone (CUPTI) 1000^3 8.80 us against 8 stages' 9.12, 1000 x 1000 x 256 4.51 against
 #: 4.58, 600 x 1000 x 2000 11.39 against 11.52, 1000 x 1000 x 4000 a tie
 #: (benches/results/gemm-oneblock-h100.txt, section 7).
-_WGMMA_NARROW_PAIRS = {bn: cfg.replace(cluster_n=2, stages=4) for bn, cfg in _WGMMA_NARROW.items()}
+_WGMMA_NARROW_PAIRS = {bn: cfg.replace(cluster_n=2, stages=4, consumers=2)
+                       for bn, cfg in _WGMMA_NARROW.items()}
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
 #: 256 x 128 tiles, where they take fewer waves (choose_config); raster groups of 4 tile rows,
 #: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover

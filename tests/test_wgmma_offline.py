@@ -187,9 +187,20 @@ GEMM_CASES = [(True, True, "f16", "f16", False, 256, {}),
                                                       "cluster_m": 2, "overlap_epilogue": True}),
               # matmul()'s narrow tiles: 128 x 64 (1024^3), and on ragged rows CTA pairs along
               # N multicasting A
-              (True, False, "f16", "f16", False, 64, {"stages": 8, "persistent": False}),
+              (True, False, "f16", "f16", False, 64, {"stages": 8, "persistent": False,
+                                                      "consumers": 1}),
               (True, False, "f16", "f16", False, 64, {"stages": 4, "persistent": False,
                                                       "cluster_n": 2}),
+              # one consumer warpgroup taking both m64 halves (2 x BN / 2 accumulators)
+              (False, True, "bf16", "f32", True, 64, {"stages": 8, "persistent": False,
+                                                      "consumers": 1}),
+              (False, False, "f16", "bf16", True, 64, {"stages": 8, "persistent": False,
+                                                       "consumers": 1}),
+              (True, True, "f16", "f16", False, 128, {"stages": 4, "persistent": False,
+                                                      "consumers": 1}),
+              (True, False, "bf16", "bf16", False, 64, {"stages": 4, "persistent": False,
+                                                        "cluster_n": 2, "consumers": 1}),
+              (True, False, "f16", "f16", False, 64, {"stages": 8, "persistent": False}),
               (False, True, "bf16", "f32", True, 128, {"stages": 4, "persistent": False,
                                                        "cluster_n": 2})]
 
@@ -239,7 +250,8 @@ def test_gemm_sass(case):
         assert kb.registers <= 168 and not kb.has("USETMAXREG")
     lines = _gmma_lines(kb)
     assert lines and all(ln.startswith(f"HGMMA.64x{bn}x16.F32") for ln in lines)
-    halves = 2 if cfg.pingpong else cfg.bm // 128        # m64 halves per consumer
+    # m64 halves per consumer: a ping-pong or a block's only consumer takes a tile's two
+    halves = 2 if cfg.pingpong or cfg.consumers == 1 else cfg.bm // 128
     assert len(lines) % (4 * halves) == 0                # 4 k16 steps per slot and m64 half
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
@@ -295,6 +307,14 @@ def test_config_errors():
             gemm_wgmma.WgmmaConfig(64, **{"cluster_n": 2, **bad})
     cn = gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False, cluster_n=2)
     assert "cluster_n=2" in repr(cn) and gemm_wgmma.WgmmaConfig(*cn.key()[1:]).key() == cn.key()
+    for bad in ({"consumers": 3}, {"consumers": 0}, {"consumers": 1, "persistent": True},
+                {"consumers": 1, "bn": 256, "stages": 4}):
+        with pytest.raises(ValueError, match="consumers"):
+            gemm_wgmma.WgmmaConfig(**{"bn": 64, "persistent": False, **bad})
+    one = gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False, consumers=1)
+    assert "consumers=1" in repr(one) and "consumers" not in repr(cn)
+    assert gemm_wgmma.WgmmaConfig(*one.key()[1:]).key() == one.key() != cn.key()
+    assert (one.threads, cn.threads, gemm_wgmma.WgmmaConfig().threads) == (256, 384, 384)
     assert gemm_wgmma.grid_size(1000, 1032, cn) == 8 * 18    # 17 tiles along N, paired: 18
     for bad in (dict(cluster_m=2), dict(persistent=False, stages=4)):
         with pytest.raises(ValueError, match="stream_k = True needs persistent=True and "
@@ -457,6 +477,8 @@ def test_choose_config(monkeypatch):
         if not large:
             assert math.ceil(m / 128) * math.ceil(n / bn) <= 132
         assert cfg.l2_promotion == 128
+        # one consumer warpgroup takes a 128 x 64 tile's two m64 halves (not in pairs)
+        assert cfg.consumers == (1 if (not large and bn == 64) else 2), cfg
         # 128 x 256 tiles store C under the next tile's wgmmas where blocks take several
         assert cfg.overlap_epilogue == (bm == 128 and bn in (192, 256)
                                         and mm.waves(m, n, cfg, 132) > 1), cfg
@@ -478,6 +500,7 @@ def test_choose_config(monkeypatch):
         pairs = mm.choose_config(m, n, k, ragged_rows=True)
         assert (pairs.bn, pairs.cluster_n, pairs.persistent) == (bn, 2, False)
         assert pairs.stages == 4        # the 128 x 64 pairs too (gemm-oneblock-h100.txt)
+        assert pairs.consumers == 2
     # (the large tiles do not change)
     assert (mm.choose_config(3000, 5000, 2000, ragged_rows=True).key()
             == mm.choose_config(3000, 5000, 2000).key())

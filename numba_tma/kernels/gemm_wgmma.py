@@ -1,6 +1,6 @@
 """The Hopper GEMM: ``C = alpha * A @ B + beta * C`` on ``wgmma.mma_async``, fed by TMA, with a
-producer warpgroup and two consumer warpgroups (16-bit inputs, fp32 accumulation, f16/bf16/f32
-output). What ``numba_tma.matmul`` runs on sm_90.
+producer warpgroup and two consumer warpgroups, or one (16-bit inputs, fp32 accumulation,
+f16/bf16/f32 output). What ``numba_tma.matmul`` runs on sm_90.
 
 The ladder (H100, ``benches/results/gemm-h100-2026-11-25.json``, fp16 in and out, unless another
 run is named; below it ``gemm_tma``'s
@@ -24,6 +24,12 @@ probe ``wgmma_probe``):
    each SM sets its own pace (a 24 KiB slot every 221-228 ns, nearly as slow with 8 blocks on
    the GPU as with 128, most of it the consumers' wgmmas), and launched in clusters the same
    kernel runs slower (6.34 us against 5.95-5.98): ``benches/results/gemm-pace-h100.txt``.
+   With ``consumers=1`` one consumer warpgroup takes both m64 halves of the tile (two
+   ``m64nBNk16`` per k16 step on one B descriptor), as cuBLAS's kernel does at 1024^3; for
+   ``matmul()``'s 128 x 64 tiles that paces each slot faster: kernel alone 5.57-5.66 us at
+   1024^3 against two consumers' 5.92-5.98 (cuBLAS 5.70-5.79, Triton 5.76-5.86), 14.66-14.78 us
+   at 1024 x 1024 x 4096 against 15.94-16.06; at 128 x 128 no faster (section 9 of the same
+   file).
 2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
    tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS in
    ``gemm-configs-h100.txt``): 719 and 726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton).
@@ -82,8 +88,10 @@ probe ``wgmma_probe``):
 
 * One block computes a ``bm x BN`` tile (``bm = 128``: two consumer warpgroups of 64 rows, one
   ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator registers per thread; or
-  ``bm = 256`` with ``BN <= 128``: each consumer 128 rows, two ``m64nBNk16`` per k16 step).
-  384 threads: warpgroup 0 is the producer, 1 and 2 the consumers.
+  ``bm = 256`` with ``BN <= 128``: each consumer 128 rows, two ``m64nBNk16`` per k16 step; or,
+  one block per tile with ``consumers=1``, one consumer warpgroup all 128 rows, two
+  ``m64nBNk16`` per k16 step). 384 threads: warpgroup 0 is the producer, 1 and 2 the consumers
+  (256 with one consumer).
 * ``setmaxnreg``: the kernel is compiled for 384 threads x 168 registers
   (``launch_bounds=(384, 1)``); the producer gives registers back (``setmaxnreg_dec(56)``) and
   each consumer takes 224 (``setmaxnreg_inc``), which the 128 accumulators need (at 40 the
@@ -91,7 +99,7 @@ probe ``wgmma_probe``):
 * The producer's one thread streams ``BK = 64``-deep slices of A and B through a ring of
   ``stages`` slots with 128B-swizzled TMA loads (out-of-range rows, columns and K are
   zero-filled: any M, N, K), on ``full``/``empty`` mbarriers: ``full[s]`` completes on the
-  slot's transaction bytes, ``empty[s]`` when each of the 8 consumer warps has released it.
+  slot's transaction bytes, ``empty[s]`` when each consumer warp (8, or 4) has released it.
 * Each consumer issues the 4 k16 wgmmas of a slot, commits them, and waits for the *previous*
   slot's group (``wait_group(1)``), so the tensor cores always have the next group queued while
   the slot before is released to the producer.
@@ -181,17 +189,20 @@ class WgmmaConfig:
     with the tensor cores idle (f32 output and ``beta`` keep the plain epilogue: their
     accumulators do not fit beside the next tile's); ``cluster_n`` (one block per tile): 2
     makes CTA pairs along N share A, each loading one 64-row half of every A slice and
-    multicasting it to both (a pair reads A once from L2); ``l2_promotion`` (0, 64, 128 or 256
-    bytes): the L2 promotion of A's and B's tensor maps, a host-side setting the kernel never
-    sees (on an L2 miss the L2 fetches whole 128-byte lines instead of the 32-byte sectors
-    asked for: see ``L2_PROMOTION``)."""
+    multicasting it to both (a pair reads A once from L2); ``consumers`` (one block per tile,
+    ``bn <= 128``): 1 gives both m64 halves of the tile to one consumer warpgroup (256
+    threads, ``bn`` accumulators a thread) instead of one each to two; ``l2_promotion`` (0,
+    64, 128 or 256 bytes): the L2 promotion of A's and B's tensor maps, a host-side setting the
+    kernel never sees (on an L2 miss the L2 fetches whole 128-byte lines instead of the 32-byte
+    sectors asked for: see ``L2_PROMOTION``)."""
 
     __slots__ = ("bn", "stages", "group_m", "persistent", "cluster_m", "stream_k", "c_buffers",
-                 "mma_pipe", "bm", "pingpong", "overlap_epilogue", "cluster_n", "l2_promotion")
+                 "mma_pipe", "bm", "pingpong", "overlap_epilogue", "cluster_n", "consumers",
+                 "l2_promotion")
 
     def __init__(self, bn=256, stages=None, group_m=8, persistent=True, cluster_m=1,
                  stream_k=False, c_buffers=2, mma_pipe=1, bm=BM, pingpong=False,
-                 overlap_epilogue=False, cluster_n=1, l2_promotion=None):
+                 overlap_epilogue=False, cluster_n=1, consumers=2, l2_promotion=None):
         if stages is None:          # the H100's best for 128 x 256 tiles on each rung
             stages = 3 if persistent else 4
         if bn not in wgmma.N_OTHER:
@@ -247,6 +258,11 @@ class WgmmaConfig:
                              f"(each CTA of a pair loads one 64-row half of A); got "
                              f"persistent={persistent}")
         self.cluster_n = cluster_n
+        if consumers not in (1, 2) or (consumers == 1 and (persistent or bn > 128)):
+            raise ValueError(f"consumers = {consumers} must be 2, or 1 with persistent=False and "
+                             f"bn <= 128 (one warpgroup holds both m64 halves' accumulators); "
+                             f"got persistent={persistent}, bn={bn}")
+        self.consumers = consumers
         if l2_promotion is None:
             l2_promotion = L2_PROMOTION
         if l2_promotion not in (0, 64, 128, 256):
@@ -261,7 +277,10 @@ class WgmmaConfig:
             raise ValueError(f"{self!r} needs {need} bytes of shared memory; a block may have "
                              f"{MAX_DYNAMIC_SMEM}: use fewer stages or a smaller bn")
 
-    threads = THREADS
+    @property
+    def threads(self):
+        """Threads per block: the producer warpgroup and the consumers."""
+        return 128 * (1 + self.consumers)
 
     def key(self):
         """Everything the config sets: ``("wgmma", *kernel fields, l2_promotion)``."""
@@ -272,7 +291,7 @@ class WgmmaConfig:
         ``l2_promotion``): configs that differ only there share one kernel."""
         return ("wgmma", self.bn, self.stages, self.group_m, self.persistent, self.cluster_m,
                 self.stream_k, self.c_buffers, self.mma_pipe, self.bm, self.pingpong,
-                self.overlap_epilogue, self.cluster_n)
+                self.overlap_epilogue, self.cluster_n, self.consumers)
 
     def replace(self, **changes):
         """A copy of this config with ``changes`` (keyword arguments of the constructor)."""
@@ -288,6 +307,7 @@ class WgmmaConfig:
         more += ", pingpong=True" if self.pingpong else ""
         more += ", overlap_epilogue=True" if self.overlap_epilogue else ""
         more += f", cluster_n={self.cluster_n}" if self.cluster_n != 1 else ""
+        more += f", consumers={self.consumers}" if self.consumers != 2 else ""
         more += (f", l2_promotion={self.l2_promotion}" if self.l2_promotion != L2_PROMOTION
                  else "")
         return (f"WgmmaConfig(bn={self.bn}, stages={self.stages}, group_m={self.group_m}, "
@@ -309,17 +329,18 @@ def smem_bytes(cfg, out_itemsize):
 DEFAULT_CONFIG = WgmmaConfig()
 
 
-def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False, CN=1):
+def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, WHOLE=False, CN=1):
     """What both rungs share, for one configuration: the slot and descriptor geometry, the
     producer's loads of one slot, a consumer's wgmmas on one slot (leaving ``PIPE`` groups in
     flight), and the tile raster. ``TM``: rows of C per block, 128 (each consumer one m64
-    half) or 256 (two, each with its own accumulators); ``PP``: ping-pong, each consumer all
-    ``TM`` rows of its own tile; ``CN``: CTAs along N sharing A (the loader's ``cn``)."""
+    half) or 256 (two, each with its own accumulators); ``WHOLE``: each consumer takes all
+    ``TM`` rows (a ping-pong consumer its own tile, or a block's only consumer); ``CN``: CTAs
+    along N sharing A (the loader's ``cn``)."""
     A_BYTES = TM * SPAN
     STAGE_BYTES = A_BYTES + BN * SPAN
     NACC = BN // 2                              # f32 accumulators per m64 half per thread
-    # m64 halves per consumer: a ping-pong consumer (PP) takes all TM rows of its own tile
-    HALVES = TM // WG_ROWS if PP else TM // BM
+    # m64 halves per consumer: all TM rows' (WHOLE), or its share of two consumers'
+    HALVES = TM // WG_ROWS if WHOLE else TM // BM
     mma = wgmma.mma_f32_f16 if in_kind == "f16" else wgmma.mma_f32_bf16
     TA = not a_kmajor
     TB = not b_kmajor
@@ -331,7 +352,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, PP=False,
     # Bytes from a slot's A rows to row r (a multiple of 64): K-major rows are 128 bytes; an
     # M-major slice is a run of 64-row boxes.
     A_ROW64 = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES
-    A_WG = 0 if PP else HALVES * A_ROW64        # consumer c's rows of the A slice
+    A_WG = 0 if WHOLE else HALVES * A_ROW64     # consumer c's rows of the A slice
     issue_slot = slice_loader(TM, BN, CM, a_kmajor, b_kmajor, CN)
 
     @cuda.jit(device=True, inline="always")
@@ -518,23 +539,61 @@ KERNEL_KEY_LEN = len(DEFAULT_CONFIG.kernel_key())
 
 @functools.cache
 def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
-    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM, PP, OV, CN = cfg_key
+    _, BN, S, group_m, persistent, CM, SK, NBUF, PIPE, TM, PP, OV, CN, NC = cfg_key
     if persistent:
         return _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor,
                                   in_kind, out_kind, has_beta, TM, PP, OV)
     LOG_S = S.bit_length() - 1
-    P = _pieces(BN, group_m, 1, PIPE, a_kmajor, b_kmajor, in_kind, CN=CN)
+    # One consumer warpgroup (NC = 1) takes both m64 halves of the tile, two accumulator sets.
+    ONE = NC == 1
+    NTHREADS = 128 * (1 + NC)
+    P = _pieces(BN, group_m, 1, PIPE, a_kmajor, b_kmajor, in_kind, WHOLE=ONE, CN=CN)
     NACC = P.NACC
     STAGE_BYTES = P.STAGE_BYTES
     NBARS = 2 * S + CONSUMER_WARPS
     BAR_BYTES = 8 * NBARS
-    EMPTY_ARRIVALS = CONSUMER_WARPS * CN     # a pair's slot is written by both producers
+    # every consumer warp releases each slot (a pair's: both CTAs', as both producers write it)
+    EMPTY_ARRIVALS = 4 * NC * CN
     OUT16 = out_kind != "f32"
     C_COLS = 64 if OUT16 else 32                # columns of one 128-byte-wide box of C
     C_BOXES = BN // C_COLS
     SLAB_BYTES = C_BOXES * C_BOX_BYTES
     issue_slot, mma_slot, tile_origin = P.issue_slot, P.mma_slot, P.tile_origin
+    fence_accumulators = P.fence_accumulators
     write_box = _box_writer(out_kind, has_beta)
+
+    # The epilogue, per 16-row slab of C: slab w (rows row0 + 16 w..) is consumer warp w's of
+    # two consumers, and consumer warp w's (first half) and w + 4's (second) of one.
+    @cuda.jit(device=True, inline="always")
+    def load_old_slab(tiles, c_map, cbar, w, lane, row0, col0, m, n):
+        # beta: the slab's old C into its boxes, by TMA (lane 0)
+        crow = row0 + w * SLAB_ROWS
+        if lane == 0 and crow < m and col0 < n:
+            mbarrier.arrive_expect_tx(cbar[w:], SLAB_BYTES)
+            for j in range(C_BOXES):
+                tma.load(tiles[w * SLAB_BYTES + j * C_BOX_BYTES:], c_map,
+                         (crow, col0 + j * C_COLS), cbar[w:])
+
+    @cuda.jit(device=True, inline="always")
+    def write_slab(acc, tiles, dynf, first, cbar, w, lane, row0, col0, m, n, alpha, beta):
+        # alpha * acc (+ beta * the old C, once it has landed) into the slab's swizzled boxes
+        if has_beta and row0 + w * SLAB_ROWS < m and col0 < n:
+            mbarrier.wait(cbar[w:], 0)
+        words = cuda.local.array(4, np.uint32)
+        old = cuda.local.array(4, np.uint32)
+        for j in range(C_BOXES):
+            write_box(acc, tiles, dynf, first >> 2, w * SLAB_BYTES + j * C_BOX_BYTES, j, lane,
+                      alpha, beta, words, old)
+
+    @cuda.jit(device=True, inline="always")
+    def store_slab(c_map, tiles, w, lane, row0, col0, m, n):
+        # the slab's boxes to C by TMA (lane 0; clipped at the edges, boxes past N skipped)
+        crow = row0 + w * SLAB_ROWS
+        if lane == 0 and crow < m:
+            for j in range(C_BOXES):
+                if col0 + j * C_COLS < n:
+                    tma.store(c_map, (crow, col0 + j * C_COLS), tiles[w * SLAB_BYTES
+                                                                     + j * C_BOX_BYTES:])
 
     release = _slot_release(CN)
     # Registers move from producer to consumers only where the accumulators need it (128 per
@@ -545,7 +604,7 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     # barriers need nobody else); a pair's multicast waits for the peer's barriers.
     EARLY = 1 if CN == 1 else 0
 
-    @cuda.jit(launch_bounds=(THREADS, 1))
+    @cuda.jit(launch_bounds=(NTHREADS, 1))
     def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
         dyn64 = cuda.shared.array(0, np.uint64)
         dyn8 = cuda.shared.array(0, np.uint8)
@@ -613,50 +672,44 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         c = wg - 1
         lane = tid & 31
         acc = cuda.local.array(NACC, np.float32)
+        acc2 = cuda.local.array(NACC, np.float32)      # (one consumer: the second half's rows)
         for i in range(NACC):
             acc[i] = 0.0
-        wgmma.fence_operand(acc, NACC)
+            if ONE:
+                acc2[i] = 0.0
+        fence_accumulators(acc, acc2)
         for kt in range(num_k):
             s = kt & (S - 1)
             mbarrier.wait(full[s:], (kt >> LOG_S) & 1)
-            mma_slot(acc, acc, tiles, s, c)
+            mma_slot(acc, acc2, tiles, s, c)
             # The group of slot kt - PIPE is done: give that slot back to the producer.
             if kt >= PIPE and lane == 0:
                 release(empty[(kt - PIPE) & (S - 1):])
         wgmma.wait_group(0)
-        wgmma.fence_operand(acc, NACC)
+        fence_accumulators(acc, acc2)
         if CN > 1 and lane == 0:
             # ... and the last PIPE slots too, which the producers' drain waits for.
             for kt in range(max(num_k - PIPE, 0), num_k):
                 release(empty[kt & (S - 1):])
 
-        # Both consumers are past their last wgmma (named barrier 1: the producer has left):
+        # Every consumer warp is past its last wgmma (named barrier 1: the producer has left):
         # the ring becomes the warps' slabs of C.
-        barrier.sync(1, THREADS - 128)
-        cw = (tid >> 5) - 4                     # consumer warp 0..7
-        c_off = cw * SLAB_BYTES
-        crow = row0 + cw * SLAB_ROWS            # = row0 + 64 (wg - 1) + 16 (warp in wg)
-        inside = crow < m and col0 < n
+        barrier.sync(1, NTHREADS - 128)
+        cw = (tid >> 5) - 4                     # consumer warp: 0..7, or 0..3 of one consumer
         if has_beta:
-            if lane == 0 and inside:
-                mbarrier.arrive_expect_tx(cbar[cw:], SLAB_BYTES)
-                for j in range(C_BOXES):
-                    tma.load(tiles[c_off + j * C_BOX_BYTES:], c_map,
-                             (crow, col0 + j * C_COLS), cbar[cw:])
-            if inside:
-                mbarrier.wait(cbar[cw:], 0)
-        words = cuda.local.array(4, np.uint32)
-        old = cuda.local.array(4, np.uint32)
-        for j in range(C_BOXES):
-            write_box(acc, tiles, dynf, first >> 2, c_off + j * C_BOX_BYTES, j, lane, alpha,
-                      beta, words, old)
+            load_old_slab(tiles, c_map, cbar, cw, lane, row0, col0, m, n)
+            if ONE:
+                load_old_slab(tiles, c_map, cbar, cw + 4, lane, row0, col0, m, n)
+        write_slab(acc, tiles, dynf, first, cbar, cw, lane, row0, col0, m, n, alpha, beta)
+        if ONE:
+            write_slab(acc2, tiles, dynf, first, cbar, cw + 4, lane, row0, col0, m, n, alpha,
+                       beta)
         fence.proxy_async_shared()
         cuda.syncwarp()
-        if lane == 0 and inside:
-            for j in range(C_BOXES):
-                if col0 + j * C_COLS < n:
-                    tma.store(c_map, (crow, col0 + j * C_COLS),
-                              tiles[c_off + j * C_BOX_BYTES:])
+        store_slab(c_map, tiles, cw, lane, row0, col0, m, n)
+        if ONE:
+            store_slab(c_map, tiles, cw + 4, lane, row0, col0, m, n)
+        if lane == 0:
             tma.commit_group()
             tma.wait_group_read(0)
 
@@ -773,7 +826,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
     lowers again for the next launch), and stores C. Every block of a persistent launch is
     resident, and a block waits only on higher-numbered blocks' first segments, which wait
     on nobody: no deadlock."""
-    P = _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM, PP)
+    P = _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM, WHOLE=PP)
     NACC = P.NACC
     HALVES = P.HALVES
     STAGE_BYTES = P.STAGE_BYTES

@@ -93,6 +93,13 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(64, stages=4, persistent=False, cluster_n=2),
                                  WgmmaConfig(128, stages=4, persistent=False, cluster_n=2),
                                  WgmmaConfig(64, stages=8, persistent=False),
+                                 # one consumer warpgroup for both m64 halves (matmul()'s
+                                 # 128 x 64 choice), also at 128 x 128 and in pairs
+                                 WgmmaConfig(64, stages=8, persistent=False, consumers=1),
+                                 WgmmaConfig(64, stages=2, persistent=False, consumers=1),
+                                 WgmmaConfig(128, stages=4, persistent=False, consumers=1),
+                                 WgmmaConfig(64, stages=4, persistent=False, cluster_n=2,
+                                             consumers=1),
                                  WgmmaConfig(128, bm=256, cluster_m=2, l2_promotion=256),
                                  GemmConfig(128, 256, 4), GemmConfig(128, 128, 4),
                                  GemmConfig(64, 64, 2), GemmConfig(256, 128, 2),
@@ -241,7 +248,9 @@ def test_alpha_beta_exact(out_dtype):
                                  WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2),
-                                 WgmmaConfig(128, stages=6, pingpong=True)],
+                                 WgmmaConfig(128, stages=6, pingpong=True),
+                                 WgmmaConfig(64, stages=8, persistent=False, consumers=1),
+                                 WgmmaConfig(128, stages=4, persistent=False, consumers=1)],
                          ids=repr)
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
