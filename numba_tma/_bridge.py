@@ -93,3 +93,53 @@ def literal_int(fname, argname, ty, lo, hi):
 
 def host_call(name):
     raise RuntimeError(f"numba_tma.{name} is a device intrinsic: call it inside a @cuda.jit kernel")
+
+
+def inline_device(func):
+    """``@inline_device``: a device function that NVVM inlines into its callers (``forceinline``),
+    compiled once per argument *types*: integer and boolean constants at a call site are typed
+    as plain ``int64`` / ``bool`` rather than one specialization per literal value.
+
+    Why: numba's ``inline="always"`` copies the callee's IR into every call site and types it
+    again there, nested callees included, which made the GEMM kernels' front end most of a
+    10-25 s compile; a plain device function is typed once, but numba compiles it anew for each
+    literal it is called with (``f(acc, 0)``, ``f(acc, 1)`` ...). After NVVM inlines the body,
+    LLVM folds the constants as before, so the machine code is the same. A function whose body
+    needs the literal itself (a PTX immediate taken from an argument) is still compiled for the
+    literal: when typing with plain types fails, the call falls back to numba's rule."""
+    from numba import config
+
+    if config.ENABLE_CUDASIM:                   # the simulator runs Python: nothing to inline
+        return cuda.jit(device=True)(func)
+    dispatcher = cuda.jit(device=True, forceinline=True)(func)
+    dispatcher.__class__ = _unliteral_dispatcher_class(type(dispatcher))
+    return dispatcher
+
+
+_UNLITERAL_CLASSES = {}
+
+
+def _unliteral_dispatcher_class(base):
+    # numba-cuda's CUDADispatcher compiles a device function for the exact argument types of a
+    # call (get_call_template -> compile_device); this subclass asks for the unliteral types
+    # first. The one seam into numba-cuda's dispatcher internals.
+    cls = _UNLITERAL_CLASSES.get(base)
+    if cls is None:
+        def get_call_template(self, args, kws):
+            plain = tuple(_unliteral(a) for a in args)
+            if plain != tuple(args):
+                try:
+                    return base.get_call_template(self, plain, kws)
+                except errors.TypingError:
+                    pass
+            return base.get_call_template(self, args, kws)
+
+        cls = _UNLITERAL_CLASSES[base] = type("Inline" + base.__name__, (base,),
+                                              {"get_call_template": get_call_template})
+    return cls
+
+
+def _unliteral(ty):
+    if isinstance(ty, (types.IntegerLiteral, types.BooleanLiteral)):
+        return types.unliteral(ty)
+    return ty

@@ -10,8 +10,10 @@ cluster of ``cn`` CTAs along N, rows ``[rank, rank + 1) * bm / cn`` of A likewis
 barrier expects the whole slot.
 """
 
-from numba import cuda
+import functools
 
+
+from .._bridge import inline_device
 from .. import mbarrier, tma
 
 __all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "slice_loader"]
@@ -22,6 +24,7 @@ ATOM = 64                    # elements in one swizzled row: a K x 64 box of an 
 ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
 
 
+@functools.cache        # one loader for every kernel of the same slot geometry
 def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1):
     """``load(a_map, b_map, tiles, bar, off, kt, row0, col0, rank)``: arm ``bar`` for the slot's
     bytes and issue the loads of K slice ``kt`` of A rows ``row0..`` and B rows (N) ``col0..``
@@ -37,7 +40,7 @@ def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1):
     if cm == 1:
         load_b = tma.load
     else:
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def load_b(dst, desc, coords, bar):
             tma.load_multicast(dst, desc, coords, bar, mask)
     if cn == 1:
@@ -45,11 +48,11 @@ def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1):
     else:
         a_mask = (1 << cn) - 1
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def load_a(dst, desc, coords, bar):
             tma.load_multicast(dst, desc, coords, bar, a_mask)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def load(a_map, b_map, tiles, bar, off, kt, row0, col0, rank):
         mbarrier.arrive_expect_tx(bar, stage_bytes)
         kx = kt * BK

@@ -37,6 +37,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from .._bridge import inline_device
 from .. import cluster, fence, mbarrier, smem, tma, warp
 from ._gemm_slices import slice_loader
 
@@ -152,15 +153,15 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
     issue_stage = slice_loader(bm, bn, CM, a_kmajor, b_kmajor)
 
     if WARPS & (WARPS - 1) == 0:
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def producer_warp(j):
             return j & (WARPS - 1)
     else:
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def producer_warp(j):
             return j % WARPS
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def a_offset(lane, wm, mi, kk):
         # Byte offset, within a stage, of the 16-byte row this lane gives ldmatrix.x4 for the
         # A fragment (m16 tile mi, k16 step kk) of warp row wm.
@@ -172,7 +173,7 @@ def gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
         krow = kk * MMA_K + l7 + ((lane >> 4) << 3)
         return wm * BOX16 + krow * SPAN + (((mi * 2 + ((lane >> 3) & 1)) ^ l7) << 4)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def b_offset(lane, wn, nj, kk):
         # As a_offset for the B fragments of n8 tiles 2nj, 2nj+1 (one ldmatrix.x4).
         l7 = lane & 7

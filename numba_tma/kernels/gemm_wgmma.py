@@ -130,6 +130,7 @@ from types import SimpleNamespace
 import numpy as np
 from numba import cuda
 
+from .._bridge import inline_device
 from .. import barrier, cluster, fence, griddep, intmath, mbarrier, smem, tma, warp, wgmma
 from ._gemm_slices import ATOM, ATOM_BYTES, BK, SPAN, slice_loader
 
@@ -329,6 +330,7 @@ def smem_bytes(cfg, out_itemsize):
 DEFAULT_CONFIG = WgmmaConfig()
 
 
+@functools.cache        # one set of device functions for every kernel that shares them
 def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, WHOLE=False, CN=1):
     """What both rungs share, for one configuration: the slot and descriptor geometry, the
     producer's loads of one slot, a consumer's wgmmas on one slot (leaving ``PIPE`` groups in
@@ -355,7 +357,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, WHOLE=Fal
     A_WG = 0 if WHOLE else HALVES * A_ROW64     # consumer c's rows of the A slice
     issue_slot = slice_loader(TM, BN, CM, a_kmajor, b_kmajor, CN)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def slot_descriptors(tiles, s, c):
         # The descriptors of slot s's A rows for consumer c and of its B. s is read from lane 0:
         # the same in every lane, which ptxas cannot always prove of a ring index carried
@@ -365,7 +367,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, WHOLE=Fal
         return (wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128),
                 wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128))
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def fence_accumulators(acc, acc2):
         # The accumulators stay in registers across the asynchronous wgmmas (warpgroup_fence_
         # operand): every half's.
@@ -373,7 +375,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, WHOLE=Fal
         if HALVES == 2:
             wgmma.fence_operand(acc2, NACC)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def mma_slot(acc, acc2, tiles, s, c):
         # Consumer warpgroup c's k16 wgmmas on slot s (4, or 4 per m64 half: acc2 holds the
         # second half's rows), committed as one group; returns once at most PIPE groups are in
@@ -392,7 +394,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, WHOLE=Fal
         wgmma.wait_group(PIPE)
         fence_accumulators(acc, acc2)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def mma_issue(acc, tiles, s, c):
         # mma_slot's wgmmas and commit without the wait (one m64 half): the overlapped
         # epilogue stores a box of the previous tile between the two.
@@ -404,13 +406,13 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, WHOLE=Fal
         wgmma.commit_group()
         wgmma.fence_operand(acc, NACC)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def mma_retire(acc):
         # ... and its wait: the group has retired, the slot may be released.
         wgmma.wait_group(0)
         wgmma.fence_operand(acc, NACC)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def tile_origin(unit, tiles_m, tiles_n, rank):
         # Raster: group_m units (a unit: the CM tiles along M that share B) walk the tile
         # columns together, for L2 reuse of B; 32-bit division (64-bit is a called routine).
@@ -429,7 +431,7 @@ def _pieces(BN, group_m, CM, PIPE, a_kmajor, b_kmajor, in_kind, TM=BM, WHOLE=Fal
                            tile_origin=tile_origin)
 
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _prefetch_maps(a_map, b_map, c_map):
     # The three tensor maps into the TMA unit's cache while the barriers are set up, rather
     # than at the first load and the first store (one thread).
@@ -438,7 +440,7 @@ def _prefetch_maps(a_map, b_map, c_map):
     tma.prefetch_descriptor(c_map)
 
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _start_dependent():
     # Every thread, after the barriers' setup and before any global memory access of its own
     # (the one-block kernel's barrier thread, which loads the first slot earlier, waits before
@@ -450,11 +452,12 @@ def _start_dependent():
     griddep.launch_dependents()
 
 
+@functools.cache        # one set of device functions for every kernel that shares them
 def _slot_release(ctas):
     """``release(bar)``: a consumer warp gives a ring slot back through its empty barrier
     ``bar``; in a cluster of ``ctas`` CTAs that multicast into the slot, to every CTA's
     producer (each waits for all of them before it loads the slot again)."""
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def release(bar):
         if ctas == 1:
             mbarrier.arrive(bar)
@@ -464,7 +467,7 @@ def _slot_release(ctas):
     return release
 
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _stmatrix_row(off, lane, q4):
     # The byte offset of lane's row address for the stmatrix.x4 of columns 16 q4..16 q4 + 15 of
     # the 128B-swizzled 16 x 64 (16-bit) box at off: its matrices are (rows 0-7 | 8-15) x
@@ -475,6 +478,7 @@ def _stmatrix_row(off, lane, q4):
     return off + srow * SPAN + ((chunk ^ (srow & 7)) << 4)
 
 
+@functools.cache        # one set of device functions for every kernel that shares them
 def _box_writer(out_kind, has_beta):
     """``write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old)``: a consumer
     warp's box ``j`` of C (16 rows x 128 bytes: the n8 tiles 8j..8j+7 of 16-bit output,
@@ -489,7 +493,7 @@ def _box_writer(out_kind, has_beta):
     pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
     unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old):
         if OUT16:
             for q4 in range(4):
@@ -564,7 +568,7 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
 
     # The epilogue, per 16-row slab of C: slab w (rows row0 + 16 w..) is consumer warp w's of
     # two consumers, and consumer warp w's (first half) and w + 4's (second) of one.
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def load_old_slab(tiles, c_map, cbar, w, lane, row0, col0, m, n):
         # beta: the slab's old C into its boxes, by TMA (lane 0)
         crow = row0 + w * SLAB_ROWS
@@ -574,7 +578,7 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
                 tma.load(tiles[w * SLAB_BYTES + j * C_BOX_BYTES:], c_map,
                          (crow, col0 + j * C_COLS), cbar[w:])
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def write_slab(acc, tiles, dynf, first, cbar, w, lane, row0, col0, m, n, alpha, beta):
         # alpha * acc (+ beta * the old C, once it has landed) into the slab's swizzled boxes
         if has_beta and row0 + w * SLAB_ROWS < m and col0 < n:
@@ -585,7 +589,7 @@ def _gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
             write_box(acc, tiles, dynf, first >> 2, w * SLAB_BYTES + j * C_BOX_BYTES, j, lane,
                       alpha, beta, words, old)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def store_slab(c_map, tiles, w, lane, row0, col0, m, n):
         # the slab's boxes to C by TMA (lane 0; clipped at the edges, boxes past N skipped)
         crow = row0 + w * SLAB_ROWS
@@ -851,7 +855,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
 
     release = _slot_release(CM)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def next_slot(s, passes):
         # The ring position after slot s (slots count across tiles; a pass is S slots).
         s += 1
@@ -860,7 +864,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             passes += 1
         return s, passes
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes):
         # Producer: K slices kt0..kt1 of one tile into the ring; returns the ring position.
         for kt in range(kt0, kt1):
@@ -870,7 +874,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             s, passes = next_slot(s, passes)
         return s, passes
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def drain(empty, s, passes):
         # Producer, cluster: wait, as before loading them again, until the consumers of both
         # CTAs have released every slot that was filled, so no peer's arrive can land on this
@@ -882,14 +886,14 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 mbarrier.wait(empty[s:], (passes - 1) & 1)
             s, passes = next_slot(s, passes)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def skip_slots(s, passes, count):
         # The ring position count slots on (the other ping-pong consumer's tile).
         t = s + count
         laps = intmath.div_u32(t, S)
         return t - laps * S, passes + laps
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes, turn, lead):
         # Consumer: acc (and acc2, the second m64 half's rows when HALVES = 2) = the product
         # over K slices kt0..kt1 (zeros when there are none); each slot is given back once the
@@ -921,7 +925,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             release(empty[prev:])
         return s, passes
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha,
                     beta, words, old, boxes, loads, J0, J1):
         # Boxes J0..J1 of a warp's 16 rows of C, one by one through its NBUF staging boxes.
@@ -948,7 +952,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 tma.commit_group()          # (empty when outside: keeps the count)
         return boxes, loads
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n,
                    alpha, beta, words, old, boxes, loads):
         # Epilogue, warp by warp: 16 rows x BN of each m64 half (the producer is already
@@ -974,7 +978,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                                        HALF_BOXES, C_BOXES)
         return boxes, loads
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def take_partial(flags, p):
         # Wait until block p has flagged its partial, and lower the flag for the next launch.
         # Under NUMBA_TMA_WAIT_TIMEOUT_NS a flag that never comes is reported, then trapped on.
@@ -989,13 +993,13 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             while cuda.atomic.cas(flags, p, 1, 0) != 1:
                 pass
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def sk_first(b, sk_iters, blocks):
         # First stream-K slice of block b (of blocks): b * W // G in 32 bits (the host keeps
         # blocks * W below 2^32).
         return np.int64(intmath.div_u32(b * sk_iters, blocks))
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def sk_segment(it, hi, num_k):
         # The tile (counted from the first split one) of slice it, and the K slices k0..k1 of
         # it that the share [it, hi) covers.
@@ -1003,29 +1007,24 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         k0 = it - t * num_k
         return t, k0, min(num_k, k0 + hi - it)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def smem_views():
         # The dynamic shared memory as bytes and floats, and its barriers: the S full and S
-        # empty slot barriers, then one per consumer warp for C's loads (cbar).
+        # empty slot barriers, then one per consumer warp for C's loads (cbar), then (ping-
+        # pong) the two turn barriers: turn[c] completes when the other consumer warpgroup has
+        # waited for the last slot of its tile, so every slot's barriers are at most one phase
+        # behind the pass consumer c waits for next (a parity wait cannot tell passes two
+        # apart). (numba returns views made in a device function only inside a tuple.)
         dyn64 = cuda.shared.array(0, np.uint64)
         dyn8 = cuda.shared.array(0, np.uint8)
         dynf = cuda.shared.array(0, np.float32)
-        return dyn8, dynf, dyn64[:S], dyn64[S:2 * S], dyn64[2 * S:NBARS]
-
-    @cuda.jit(device=True, inline="always")
-    def turn_bars():
-        # Ping-pong: turn[c] completes when the other consumer warpgroup has waited for the
-        # last slot of its tile, so every slot's barriers are at most one phase behind the
-        # pass consumer c waits for next (a parity wait cannot tell passes two apart).
-        dyn64 = cuda.shared.array(0, np.uint64)
-        return dyn64[NBARS:NBARS + 2]
+        return (dyn8, dynf, dyn64[:S], dyn64[S:2 * S], dyn64[2 * S:NBARS],
+                dyn64[NBARS:NBARS + 2])
 
     # Stream-K's parts of the producer and the consumers (rung 4); without stream_k, empty
-    # functions. numba inlines a device function by copying its IR, unreachable branches
-    # included: with the stream-K code in body, and body itself inlined, the default kernel's
-    # compile took ~11 s instead of ~7 s (offline, 2026-11-25; its SASS is the same).
+    # functions, so the other configs' front end never types the stream-K code.
     if SK:
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def sk_produce(a_map, b_map, tiles, full, empty, cid, nclusters, dp_units, sk_iters,
                        num_k, tiles_m, tiles_n, rank, s, passes):
             it = sk_first(cid, sk_iters, nclusters)
@@ -1038,13 +1037,13 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 it += k1 - k0
             return s, passes
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def sk_consume(acc, tiles, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
                        sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old,
                        ws, flags, s, passes, boxes, loads):
             # (at most 30 arguments: CPython passes more as *args, which numba cannot inline;
             # the shared-memory views come from smem_views, as in body)
-            dyn8, dynf, full, empty, cbar = smem_views()
+            dyn8, dynf, full, empty, cbar, turn_bars = smem_views()
             it = sk_first(cid, sk_iters, nclusters)
             hi = sk_first(cid + 1, sk_iters, nclusters)
             while it < hi:
@@ -1082,12 +1081,12 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                 it += k1 - k0
             return s, passes, boxes, loads
     else:
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def sk_produce(a_map, b_map, tiles, full, empty, cid, nclusters, dp_units, sk_iters,
                        num_k, tiles_m, tiles_n, rank, s, passes):
             return s, passes
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def sk_consume(acc, tiles, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
                        sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, words, old,
                        ws, flags, s, passes, boxes, loads):
@@ -1099,7 +1098,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
         mma_issue, mma_retire = P.mma_issue, P.mma_retire
         pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def store_packed(c16, dyn8, c_map, stage, lane, crow, col0, m, n, boxes, words, j):
             # Box j (a compile-time constant; none past C_BOXES) of a warp's packed 16 rows.
             if j < C_BOXES:
@@ -1121,7 +1120,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                     tma.commit_group()      # (empty when outside: keeps the count)
             return boxes
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def slot_storing(acc, c16, tiles, full, empty, c, lane, kt, kt1, s, passes, pend, dyn8,
                          c_map, stage, pcrow, pcol, m, n, boxes, words, j):
             # K slice kt of the tile (if there is one) with box j of the packed previous tile
@@ -1141,11 +1140,11 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                                      words, j)
             return s, passes, boxes
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def consume_overlapped(acc, tiles, c_map, c, lane, cw, stage, unit, step, dp_units,
                                num_k, tiles_m, tiles_n, rank, m, n, alpha, words, s, passes,
                                boxes):
-            dyn8, dynf, full, empty, cbar = smem_views()
+            dyn8, dynf, full, empty, cbar, turn_bars = smem_views()
             c16 = cuda.local.array(NWORDS, np.uint32)   # the previous tile, packed
             pend = False
             pcrow = 0
@@ -1189,18 +1188,17 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
                                          boxes, words, j)
             return s, passes, boxes
     else:
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def consume_overlapped(acc, tiles, c_map, c, lane, cw, stage, unit, step, dp_units,
                                num_k, tiles_m, tiles_n, rank, m, n, alpha, words, s, passes,
                                boxes):
             return s, passes, boxes
 
-    # (forceinline: NVVM inlines the body into both kernels, where numba's IR-level inlining
-    # would copy the whole inlined body once more.)
-    @cuda.jit(device=True, forceinline=True)
+    # (the kernel's whole body, shared by both kernel signatures)
+    @inline_device
     def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
              dp_units, sk_iters):
-        dyn8, dynf, full, empty, cbar = smem_views()
+        dyn8, dynf, full, empty, cbar, turn_bars = smem_views()
         first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
         tiles = dyn8[first:]
         tid = cuda.threadIdx.x
@@ -1224,9 +1222,8 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             for w in range(CONSUMER_WARPS):
                 mbarrier.init(cbar[w:], 1)
             if PP:
-                turn = turn_bars()
-                mbarrier.init(turn[0:], 1)
-                mbarrier.init(turn[1:], 1)
+                mbarrier.init(turn_bars[0:], 1)
+                mbarrier.init(turn_bars[1:], 1)
             mbarrier.fence_init()
         if CM > 1:
             # The peer's barriers exist before anything multicasts or arrives remotely:
@@ -1272,7 +1269,7 @@ def _persistent_kernel(BN, S, group_m, CM, SK, NBUF, PIPE, a_kmajor, b_kmajor, i
             loads = 0                               # C boxes loaded for beta (cbar parity)
             unit = cid
             step = nclusters
-            turn = turn_bars() if PP else full     # (full: a placeholder, never arrived on)
+            turn = turn_bars if PP else full       # (full: a placeholder, never arrived on)
             lead = PP and (ct & 127) == 0
             turns = 0                               # this warpgroup's waits for its turn
             if PP:

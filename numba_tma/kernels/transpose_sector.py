@@ -53,6 +53,7 @@ from numba import config as numba_config
 from numba import cuda
 from numba.core import types
 
+from .._bridge import inline_device
 from .. import bulk, fence, gmem, smem, tma
 from ._grid import MAX_GRID_YZ, cdiv, check_pair, device_pointer, grid_chunks
 from .transpose_v6 import v6_packed
@@ -138,29 +139,29 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, row_offset=False):
     nregs = (LOADS + 1) * 4
     epw = max(1, 4 // itemsize)              # elements per 32-bit word
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def phase(d_out, mbytes, c):
         # Elements between out row C0 + c's sector boundary and its column R0.
         return ((d_out + c * mbytes) & (SECTOR - 1)) >> e_shift
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def slot0(c, p_c):
         # Shared index of tile row c's slot 0 (p_c: the row's phase).
         crow = c + pad_rows
         return crow * pitch_e + ((crow >> kv_shift) + 1 - (p_c >> kv_shift)) * kv + spe
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def out_chunk(i, tid):
         # The 16-byte out chunk thread tid moves in its i-th store: (tile row c, chunk u).
         q = i * threads + tid
         return q >> out_shift, q & (out_vpr - 1)
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def src_phase(src_mis, at):
         # Elements between src element `at` and the 16-byte boundary below it.
         return ((src_mis + at * itemsize) & (VEC - 1)) >> e_shift
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def element(regs, k):
         # Element k of the vector in regs[0:4].
         if itemsize == 8:

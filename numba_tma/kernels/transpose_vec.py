@@ -43,6 +43,7 @@ from numba import cuda
 from numba.core import types
 from numba.cuda import libdevice
 
+from .._bridge import inline_device
 from .. import gmem, smem
 from ._grid import MAX_GRID_YZ, cdiv, check_pair, device_pointer, grid_chunks
 from .transpose_v6 import v6_packed
@@ -136,12 +137,12 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, lanes_per_row=LANES_PER_
     nregs = LOADS * 4
     src_rows = trows * pack                  # src rows per tile
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def pos(c, r):
         # Shared position of word (column c, tile row r): tile row c, 16-byte chunks permuted.
         return c * trows + (r ^ (((c >> swz_shift) & swz_mask) << kv_shift))
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def element(regs, i, e):
         # Word e of loaded vector i, from its 32-bit registers.
         if wpe == 1:

@@ -69,6 +69,7 @@ from numba.cuda.extending import register_jitable
 
 # Absolute: the simulator tests load this file by path.
 from numba_tma._arrays import as_device
+from numba_tma._bridge import inline_device
 from numba_tma.kernels._configure import configure
 
 __all__ = ["Config", "CONFIGS", "DEFAULT_CONFIG", "LAYOUTS", "gemm_kernel", "launch_config",
@@ -129,10 +130,7 @@ def _jit(threads, min_blocks):
 
 def _device():
     """An always-inlined device function (plain ``device=True`` under the simulator)."""
-    try:
-        return cuda.jit(device=True, forceinline=True)
-    except TypeError:
-        return cuda.jit(device=True)
+    return inline_device
 
 
 @register_jitable

@@ -33,6 +33,7 @@ import functools
 import numpy as np
 from numba import cuda
 
+from .._bridge import inline_device
 from .. import fence, mbarrier, smem, swizzle, tma
 from ..kernels._configure import configure
 from ..kernels._descriptors import descriptor
@@ -69,7 +70,7 @@ def _tiles(m, n, tile_m, tile_n):
 
 # -- seed 000 variants: 4-byte elements, one 32x32 tile per block ---------------------------------
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def init_and_load(tile, src_map, coords, bar):
     # The seed initialises the barrier, syncs the block, then issues the load. Here thread 0
     # issues the load right after the init and its fences, and the block syncs while the tile
@@ -83,7 +84,7 @@ def init_and_load(tile, src_map, coords, bar):
     mbarrier.wait(bar, 0)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def store_and_exit(out_map, coords, tile_tr):
     # The seed's epilogue: every thread fences its shared writes to the async proxy, the block
     # syncs, thread 0 stores, commits and waits until the engine has read the tile. No second
@@ -256,7 +257,7 @@ def _micro_transpose_source(itemsize):
 def _micro_transpose(itemsize):
     scope = {"np": np}
     exec(compile(_micro_transpose_source(itemsize), f"<micro_transpose_{itemsize}>", "exec"), scope)
-    return cuda.jit(device=True, inline="always")(scope["micro_transpose"])
+    return inline_device(scope["micro_transpose"])
 
 
 @functools.cache
@@ -275,7 +276,7 @@ def _pipelined_kernel(itemsize, ki, kj, stages, out_buffers, group_i, group_j):
     LOG_GI = group_i.bit_length() - 1
     micro_transpose = _micro_transpose(itemsize)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def advance(cur, q, r, st_i, st_j):
         # cur = (w, stj, sti, b): tile w of supertile (sti, stj) of batch b. Moving by
         # q * GG + r tiles needs no division (64-bit divisions compile to subroutine calls);
@@ -292,15 +293,15 @@ def _pipelined_kernel(itemsize, ki, kj, stages, out_buffers, group_i, group_j):
             cur[2] -= st_i
             cur[3] += 1
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def tile_i(cur):
         return cur[2] * group_i + (cur[0] & (group_i - 1))
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def tile_j(cur):
         return cur[1] * group_j + (cur[0] >> LOG_GI)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def issue_loads(src_map, ring, bar, cur, n_rows, n_cols):
         # Boxes wholly right of the matrix are not loaded (nor counted); partial ones are filled.
         y = tile_i(cur) * ki * T

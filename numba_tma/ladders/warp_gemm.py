@@ -52,6 +52,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.extending import register_jitable
 
+from .._bridge import inline_device
 from .. import warp
 from .._arrays import as_device
 from ..kernels._configure import configure
@@ -188,7 +189,7 @@ def _ldsm_half(lane):
     return (lane & 15) * N16 + (lane >> 4) * 8
 
 
-@cuda.jit(device=True, forceinline=True)
+@inline_device
 def _pack_f16x2(lo, hi):
     """Two f32 rounded to f16 in one word, ``lo`` in the low half (F2FP.F16.F32.PACK_AB)."""
     h = cuda.local.array(2, np.float16)

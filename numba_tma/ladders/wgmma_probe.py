@@ -21,6 +21,7 @@ import functools
 import numpy as np
 from numba import cuda
 
+from .._bridge import inline_device
 from .. import fence, wgmma
 from ..kernels._configure import configure
 
@@ -66,11 +67,11 @@ def probe_kernel(kind, n, trans_a, trans_b, swizzle, a_in_registers):
     RS = a_in_registers
 
     if kind in FP8_KINDS:                    # fp8: K-major only, no transpose immediates
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def step(acc, a, b, s):
             mma(acc, a, b, n, s)
     else:
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def step(acc, a, b, s):
             mma(acc, a, b, n, s, TA, TB)
 
