@@ -521,6 +521,43 @@ def _argtypes(argtypes):
     return tuple(argtypes)
 
 
+def _offline():
+    from . import offline       # (its numba compiler imports are needed only to build)
+
+    return offline
+
+
+def _arch_name(cc):
+    """``(9, 0, "a")`` -> ``"sm_90a"``."""
+    return f"sm_{cc[0]}{cc[1]}{cc[2] if len(cc) > 2 else ''}"
+
+
+@functools.cache
+def _numba_packs_like_us(ty):
+    """Whether numba's marshalling of an argument of type ``ty`` gives the words
+    :meth:`DirectKernel._array_words` packs (an array is ``meminfo, parent, nitems, itemsize,
+    data, shape..., strides...``): numba's own ``_prepare_args`` on a small probe, once per
+    type and process, without compiling any kernel. Non-arrays are packed as numba packs them."""
+    from numba.core import types
+
+    if not isinstance(ty, types.Array):
+        return True
+    try:
+        from numba.cuda.dispatcher import _Kernel
+        from types import SimpleNamespace
+
+        dtype = np.dtype(str(ty.dtype))
+        probe = cuda.device_array((3,) * ty.ndim, dtype, order="F" if ty.layout == "F" else "C")
+        theirs = []
+        _Kernel._prepare_args(SimpleNamespace(extensions=[]), ty, probe, _core_stream(0)[0],
+                              [], theirs)
+        slot = _ArraySlot(ty.ndim, dtype.itemsize, ty.layout, dtype.str)
+        return [int(getattr(w, "value", w) or 0) for w in theirs] == \
+            DirectKernel._array_words(None, slot, probe, 0)
+    except Exception:           # another numba's internals: launch through numba instead
+        return False
+
+
 class DirectKernel:
     """``kernel`` compiled once for ``argtypes``, its linked cubin kept on disk
     (:mod:`numba_tma.kernel_cache`), and launched with ``cuLaunchKernel`` (``cuLaunchKernelEx``
@@ -579,6 +616,16 @@ class DirectKernel:
         self._cluster_plans = {}       # (grid, block, cluster, shared_mem) -> ClusterLaunch
         self._configs = {}             # (that key, stream handle) -> CUlaunchConfig
 
+    @property
+    def kernel(self):
+        """The ``@cuda.jit`` kernel."""
+        return self._kernel
+
+    @property
+    def argtypes(self):
+        """Its argument types (numba types), as compiled."""
+        return self._argtypes
+
     # -- the function ---------------------------------------------------------------------
 
     def function(self):
@@ -611,51 +658,73 @@ class DirectKernel:
         if self._cubin is False:                 # not cacheable: numba loads and owns it
             compiled = self._compile()
             compiled.bind()
+            self._native = False
             return _function_handle(compiled)
+        if self._native is None:
+            self._native = all(_numba_packs_like_us(ty) for ty in self._argtypes)
         cubin, entry = self._cubin
         module = _check(_cudrv.cuModuleLoadData(cubin), "cuModuleLoadData")
         self._modules[ctx] = module
         return _check(_cudrv.cuModuleGetFunction(module, entry.encode()),
                       f"cuModuleGetFunction({entry})")
 
+    def _numba_only(self):
+        """Whether only numba's own launch path can load this kernel: debug builds (their
+        exception setup) and argument extensions (their marshalling)."""
+        opts = getattr(self._kernel, "targetoptions", {}) or {}
+        return bool(opts.get("debug") or opts.get("extensions"))
+
     def _cubin_from_disk_or_build(self, kernel_cache):
         cc = tuple(cuda.get_current_device().compute_capability)
         cc = cc + ("a" if cc >= (9, 0) else "",)     # as numba links: compute_90a on cc 9.0
-        use_disk = self._cache and kernel_cache.enabled()
-        key_text = None
-        if use_disk:
-            key_text = kernel_cache.kernel_key(self._kernel, self._argtypes, cc, self._key)
-            hit = kernel_cache.load(key_text)
-            if hit is not None:
-                cubin, header = hit
-                self._native = bool(header.get("native"))
-                return cubin, header["entry"]
-        compiled = self._compile()
-        lib = compiled._codelibrary
-        if self._native is None:
-            self._native = self._packing_matches(compiled)
-        if getattr(lib, "_setup_functions", None) or not hasattr(lib, "get_cubin"):
-            return False                   # module setup (debug exceptions): numba's own load
-        cubin = lib.get_cubin(cc)
-        cubin = bytes(getattr(cubin, "code", cubin))  # a cuda.core ObjectCode, or bytes
-        entry = lib._entry_name
-        if use_disk:
-            kernel_cache.store(key_text, cubin, link_files=getattr(lib, "_linking_files", ()),
-                               entry=entry, native=self._native)
-        return cubin, entry
+        if self._numba_only():
+            return False
+        hit = self._from_disk(kernel_cache, cc)
+        if hit is not None:
+            return hit
+        try:
+            return self._build_and_store(kernel_cache, cc)
+        except _offline().LinkError:
+            return False            # what the offline link lacks (numba's NRT, cudadevrt)
 
-    def _packing_matches(self, compiled):
-        core_stream, _ = _core_stream(0)
-        for ty, slot in zip(self._argtypes, self._layout):
-            if not isinstance(slot, _ArraySlot):
-                continue
-            probe = cuda.device_array((3,) * slot.ndim, np.dtype(slot.typestr),
-                                      order="F" if slot.layout == "F" else "C")
-            theirs = []
-            compiled._prepare_args(ty, probe, core_stream, [], theirs)
-            if [int(w) for w in theirs] != self._array_words(slot, probe, 0):
-                return False
-        return True
+    def _from_disk(self, kernel_cache, cc):
+        if not (self._cache and kernel_cache.enabled()):
+            return None
+        hit = kernel_cache.load(kernel_cache.kernel_key(self._kernel, self._argtypes, cc,
+                                                        self._key))
+        if hit is None:
+            return None
+        cubin, header = hit
+        return cubin, header["entry"]
+
+    def _build_and_store(self, kernel_cache, cc):
+        # numba_tma.offline's link (numba's LTO-IR, NVRTC, nvJitLink), not numba's launch
+        # path: the same cubin whether built here, on a GPU, or by numba_tma.precompile.
+        linked = _offline().link_kernel(self._kernel, self._argtypes, arch=_arch_name(cc))
+        if self._cache and kernel_cache.enabled():
+            key_text = kernel_cache.kernel_key(self._kernel, self._argtypes, cc, self._key)
+            kernel_cache.store(key_text, linked.cubin, link_files=linked.link_files,
+                               entry=linked.entry)
+        return linked.cubin, linked.entry
+
+    def precompile(self, arch="sm_90a"):
+        """Build this kernel for ``arch`` into the on-disk kernel cache without a GPU (the
+        entry a launch on such a GPU then loads); returns ``"cached"`` when an entry was
+        already there, else ``"built"``. ``numba_tma.precompile`` calls it for the library's
+        kernels. ValueError when the cache is off or the kernel needs numba's launch path."""
+        from . import kernel_cache
+
+        if not (self._cache and kernel_cache.enabled()):
+            raise ValueError("precompile: the kernel cache is off (cache=False or "
+                             "NUMBA_TMA_DISABLE_CACHE=1); nothing would be kept")
+        if self._numba_only():
+            raise ValueError("precompile: debug kernels and kernels with argument extensions "
+                             "are compiled by numba's launch path, which needs a GPU")
+        cc = _offline()._parse_arch(arch)
+        if self._from_disk(kernel_cache, cc) is not None:
+            return "cached"
+        self._build_and_store(kernel_cache, cc)
+        return "built"
 
     def static_shared_bytes(self):
         attr = _cudrv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES

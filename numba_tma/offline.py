@@ -48,6 +48,7 @@ import contextlib
 import dataclasses
 import functools
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -58,7 +59,8 @@ import tempfile
 import threading
 from typing import Optional
 
-__all__ = ["KernelBinary", "compile_kernel", "find_tool", "parse_mnemonics", "parse_opcodes"]
+__all__ = ["KernelBinary", "LinkError", "LinkedKernel", "compile_kernel", "cubin_entries",
+           "find_tool", "link_kernel", "parse_mnemonics", "parse_opcodes"]
 
 _ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
@@ -107,11 +109,16 @@ class _TargetDevice:
 
 @contextlib.contextmanager
 def _target_device(cc):
-    """Make numba believe the current device has compute capability ``cc``.
+    """Make numba believe the current device has compute capability ``cc``, compile each
+    ``.cu`` source with NVRTC once per process (:func:`_nvrtc_compile`), and collect the paths
+    of the files ``cuda.compile_all`` links; yields that list.
 
     ``numba.cuda.dispatcher`` calls ``get_current_device()`` when it compiles a
     device function that a kernel calls, which needs a driver.  The target here is
     always ``cc``, never the local GPU, so the patch is applied with or without one.
+    ``cuda.compile_all`` runs NVRTC on every ``.cu`` file a kernel links, each time (a GEMM
+    links ten: about a second); the same source gives the same LTO-IR, so it is kept.
+    These module globals of numba-cuda are the one place this package patches its compiler.
     """
     import numba.cuda.compiler as _compiler
     import numba.cuda.dispatcher as _dispatcher
@@ -122,20 +129,57 @@ def _target_device(cc):
         global_compiler_lock = contextlib.nullcontext()
 
     fake = _TargetDevice(cc)
+    link_paths = []
 
     def get_current_device():
         return fake
 
-    modules = [m for m in (_dispatcher, _compiler) if hasattr(m, "get_current_device")]
+    class RecordingLinkableCode:
+        """``LinkableCode`` for compile_all, noting the path of each file it links."""
+
+        @staticmethod
+        def from_path_or_obj(path_or_obj):
+            if isinstance(path_or_obj, (str, os.PathLike)):
+                link_paths.append(os.path.abspath(os.fspath(path_or_obj)))
+            return linkable_code.from_path_or_obj(path_or_obj)
+
+    replace = {"get_current_device": get_current_device, "nvrtc": _MemoNVRTC,
+               "LinkableCode": RecordingLinkableCode}
+    patches = [(m, name) for m in (_dispatcher, _compiler) for name in replace
+               if hasattr(m, name) and (m is _compiler or name == "get_current_device")]
+    linkable_code = getattr(_compiler, "LinkableCode", None)
     with _LOCK, global_compiler_lock:
-        saved = [(m, m.get_current_device) for m in modules]
+        saved = [(m, name, getattr(m, name)) for m, name in patches]
         try:
-            for m, _ in saved:
-                m.get_current_device = get_current_device
-            yield fake
+            for m, name in patches:
+                setattr(m, name, replace[name])
+            yield link_paths
         finally:
-            for m, orig in saved:
-                m.get_current_device = orig
+            for m, name, orig in saved:
+                setattr(m, name, orig)
+
+
+_NVRTC_MEMO = {}
+
+
+def _nvrtc_compile(src, name, cc, ltoir=False, lineinfo=False, debug=False):
+    """numba's ``nvrtc.compile``, remembered per source text, name, cc and options."""
+    from numba.cuda.cudadrv import nvrtc
+
+    data = src.encode() if isinstance(src, str) else bytes(src)
+    key = (hashlib.sha256(data).hexdigest(), name, tuple(cc), bool(ltoir), bool(lineinfo),
+           bool(debug))
+    hit = _NVRTC_MEMO.get(key)
+    if hit is None:
+        hit = _NVRTC_MEMO[key] = nvrtc.compile(src, name, cc, ltoir=ltoir, lineinfo=lineinfo,
+                                               debug=debug)
+    return hit
+
+
+class _MemoNVRTC:
+    """Stands in for ``numba.cuda.cudadrv.nvrtc`` inside ``cuda.compile_all``."""
+
+    compile = staticmethod(_nvrtc_compile)
 
 
 # -------------------------------------------------------------------------- tools
@@ -413,7 +457,6 @@ def _as_bytes(data):
 def _link_input(code, cc, index, debug=False, lineinfo=False):
     """One entry of compile_all's list (or a `linking` item) -> (type, bytes, name)."""
     from cuda.bindings import nvjitlink
-    from numba.cuda.cudadrv import nvrtc
     from numba.cuda.cudadrv.linkable_code import LinkableCode
 
     if isinstance(code, (bytes, bytearray)):
@@ -422,7 +465,7 @@ def _link_input(code, cc, index, debug=False, lineinfo=False):
         code = LinkableCode.from_path(os.fspath(code))
     if isinstance(code, LinkableCode):
         if code.kind == "cu":
-            code, _ = nvrtc.compile(
+            code, _ = _nvrtc_compile(
                 code.data, code.name, cc, ltoir=True, lineinfo=lineinfo, debug=debug
             )
         else:
@@ -448,7 +491,7 @@ def _nvjitlink(inputs, options, ptx=False):
                 nvjitlink.add_data(h, kind, data, len(data), name)
             nvjitlink.complete(h)
         except nvjitlink.nvJitLinkError as e:
-            raise _LinkError(
+            raise LinkError(
                 f"nvJitLink {' '.join(options)} failed: {e}\n{log(h, 'error')}{log(h, 'info')}"
             ) from e
         what = "ptx" if ptx else "cubin"
@@ -461,11 +504,36 @@ def _nvjitlink(inputs, options, ptx=False):
         nvjitlink.destroy(h)
 
 
-class _LinkError(RuntimeError):
-    pass
+class LinkError(RuntimeError):
+    """nvJitLink refused the link (its error and info logs are in the message)."""
 
 
 _RESHAPE_FUNCS = ("nocopy_empty_reshape", "numba_attempt_nocopy_reshape")
+
+
+def cubin_entries(cubin):
+    """The kernel entry points of a cubin (ELF symbols of type FUNC marked ``STO_CUDA_ENTRY``),
+    read from its symbol table: the names a driver's ``cuModuleGetFunction`` takes."""
+    import struct
+
+    data = bytes(cubin)
+    if data[:4] != b"\x7fELF" or data[4] != 2:          # 64-bit ELF, as every cubin since sm_20
+        return []
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+                for i in range(shnum)]
+    names = []
+    for _, sh_type, _, _, offset, size, link, _, _, entsize in sections:
+        if sh_type != 2:                                  # SHT_SYMTAB
+            continue
+        strtab = sections[link][4]
+        for sym in range(offset, offset + size, entsize or 24):
+            st_name, st_info, st_other = struct.unpack_from("<IBB", data, sym)
+            if st_info & 0xF == 2 and st_other & 0x10:   # STT_FUNC, STO_CUDA_ENTRY
+                end = data.index(b"\0", strtab + st_name)
+                names.append(data[strtab + st_name:end].decode())
+    return names
 
 
 def _pick_kernel_name(candidates, py_name):
@@ -482,23 +550,26 @@ def _pick_kernel_name(candidates, py_name):
 # ---------------------------------------------------------------------------- API
 
 
-def compile_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> KernelBinary:
-    """Compile ``kernel`` for ``signature`` and ``arch`` without a GPU.
+@dataclasses.dataclass(eq=False)
+class LinkedKernel:
+    """A kernel linked for one arch: the cubin and what loading it needs, without the SASS
+    tools (what :class:`numba_tma.launch.DirectKernel` stores in the kernel cache)."""
 
-    :param kernel: a ``@cuda.jit`` kernel dispatcher or a plain Python function.
-        A dispatcher's ``link=``, ``fastmath``, ``lineinfo``, ``debug``, ``opt``,
-        ``launch_bounds`` and ``max_registers`` options are honoured.
-    :param signature: a numba signature or a string such as
-        ``"void(float32[::1], uint64[::1])"``.
-    :param arch: ``"sm_90a"`` (default), ``"sm_90"``, ``"sm_100a"``, ...
-    :param linking: extra link inputs besides those the kernel already carries
-        (``declare_device(link=...)`` files are included automatically): paths to
-        ``.cu`` (compiled by NVRTC), ``.ltoir``, ``.ptx``, ``.cubin``, ``.fatbin``,
-        ``.o``, ``.a`` files, or numba ``LinkableCode`` objects.
-    :raises ValueError: for a malformed or unsupported ``arch``.
-    :raises RuntimeError: when linking fails (with nvJitLink's log) or cuobjdump
-        is missing.
-    """
+    cubin: bytes = dataclasses.field(repr=False)
+    entry: str                      # the kernel's (mangled) name in the cubin
+    arch: str
+    info_log: str = dataclasses.field(repr=False)
+    link_files: tuple = ()          # the source files the link read (.cu, .ltoir, ...)
+    py_name: str = ""
+    _link_inputs: list = dataclasses.field(default_factory=list, repr=False)
+    _link_options: list = dataclasses.field(default_factory=list, repr=False)
+
+
+def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKernel:
+    """Compile and link ``kernel`` for ``signature`` and ``arch`` (no GPU needed): numba's
+    LTO-IR of the kernel, NVRTC's of every ``.cu`` file it links, one ``nvJitLink -lto``.
+    Arguments as :func:`compile_kernel`; the launch path (``DirectKernel``) builds its cubins
+    here too, so a kernel compiled offline is the one a GPU loads."""
     cc = _parse_arch(arch)
     from numba import cuda
 
@@ -523,7 +594,7 @@ def compile_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> KernelB
         launch_bounds=opts.get("launch_bounds"),
     )
 
-    with _target_device(cc):
+    with _target_device(cc) as link_paths:
         codes, _ = cuda.compile_all(
             pyfunc, signature, device=False, abi="numba", cc=cc, output="ltoir",
             **compile_opts,
@@ -546,13 +617,46 @@ def compile_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> KernelB
         link_options.append(f"-maxrregcount={int(opts['max_registers'])}")
     try:
         cubin, info_log = _nvjitlink(inputs, link_options + ["-verbose"])
-    except _LinkError as e:
+    except LinkError as e:
         # The launch path links numba's reshape helpers on demand; compile_all does not.
         if not any(f"'{fn}'" in str(e) for fn in _RESHAPE_FUNCS):
             raise
         path = os.path.join(os.path.dirname(cuda.__file__), "reshape_funcs.cu")
         inputs.append(_link_input(path, cc, len(inputs)))
         cubin, info_log = _nvjitlink(inputs, link_options + ["-verbose"])
+
+    # (from the cubin itself: some nvJitLink builds leave the ptxas lines out of the log)
+    entries = cubin_entries(cubin) or _parse_ptxas_log(info_log)[0]
+    if not entries:
+        raise LinkError(f"nvJitLink {' '.join(link_options)}: the linked cubin has no kernel "
+                        f"entry point")
+    files = tuple(dict.fromkeys(link_paths + [os.path.abspath(os.fspath(item)) for item in extra
+                                              if isinstance(item, (str, os.PathLike))]))
+    return LinkedKernel(cubin=cubin, entry=_pick_kernel_name(entries, pyfunc.__name__),
+                        arch=arch, info_log=info_log, link_files=files,
+                        py_name=getattr(pyfunc, "__qualname__", pyfunc.__name__),
+                        _link_inputs=inputs, _link_options=link_options)
+
+
+def compile_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> KernelBinary:
+    """Compile ``kernel`` for ``signature`` and ``arch`` without a GPU.
+
+    :param kernel: a ``@cuda.jit`` kernel dispatcher or a plain Python function.
+        A dispatcher's ``link=``, ``fastmath``, ``lineinfo``, ``debug``, ``opt``,
+        ``launch_bounds`` and ``max_registers`` options are honoured.
+    :param signature: a numba signature or a string such as
+        ``"void(float32[::1], uint64[::1])"``.
+    :param arch: ``"sm_90a"`` (default), ``"sm_90"``, ``"sm_100a"``, ...
+    :param linking: extra link inputs besides those the kernel already carries
+        (``declare_device(link=...)`` files are included automatically): paths to
+        ``.cu`` (compiled by NVRTC), ``.ltoir``, ``.ptx``, ``.cubin``, ``.fatbin``,
+        ``.o``, ``.a`` files, or numba ``LinkableCode`` objects.
+    :raises ValueError: for a malformed or unsupported ``arch``.
+    :raises LinkError: when linking fails (with nvJitLink's log).
+    :raises RuntimeError: when cuobjdump is missing.
+    """
+    linked = link_kernel(kernel, signature, arch=arch, linking=linking)
+    cubin, info_log = linked.cubin, linked.info_log
 
     with tempfile.TemporaryDirectory(prefix="numba_tma_") as tmp:
         path = os.path.join(tmp, "kernel.cubin")
@@ -561,9 +665,9 @@ def compile_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> KernelB
         sass = _run_tool("cuobjdump", "-sass", path)
         res_text = _run_tool("cuobjdump", "-res-usage", path)
 
-    entries, log_funcs = _parse_ptxas_log(info_log)
+    _, log_funcs = _parse_ptxas_log(info_log)
     res = _parse_res_usage(res_text)
-    name = _pick_kernel_name(entries or list(res), pyfunc.__name__)
+    name = linked.entry
     r = res.get(name, {})
     p = log_funcs.get(name, {})
 
@@ -587,7 +691,7 @@ def compile_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> KernelB
         spill_loads=first(p.get("spill_loads"), None if _has_op(sass, "LDL") else 0),
         barriers=p.get("barriers"),
         res_usage=r,
-        py_name=getattr(pyfunc, "__qualname__", pyfunc.__name__),
-        _link_inputs=inputs,
-        _link_options=link_options,
+        py_name=linked.py_name,
+        _link_inputs=linked._link_inputs,
+        _link_options=linked._link_options,
     )

@@ -281,11 +281,11 @@ _SECOND_PROCESS = textwrap.dedent("""
     import numba_tma
     from numba_tma.launch import DirectKernel
     compiled = []
-    _compile = DirectKernel._compile
-    def spy(self):
-        compiled.append(self._kernel.py_func.__name__)
-        return _compile(self)
-    DirectKernel._compile = spy
+    _build = DirectKernel._build_and_store
+    def spy(self, *args):
+        compiled.append(self.kernel.py_func.__name__)
+        return _build(self, *args)
+    DirectKernel._build_and_store = spy
     x = torch.randn(1024, 1024, device="cuda")
     a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
     torch.cuda.synchronize()
@@ -320,6 +320,29 @@ def test_second_process_loads_kernels_from_disk(tmp_path):
     assert os.listdir(os.path.join(tmp_path, "numba_tma"))
 
 
+def test_precompiled_cache_serves_a_fresh_process(tmp_path):
+    # numba_tma.precompile builds offline (no GPU visible to it) into an empty cache; a fresh
+    # process then runs matmul() and transpose() without building anything.
+    from numba_tma import matmul_api
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env.pop("NUMBA_TMA_DISABLE_CACHE", None)
+    cfg = matmul_api.choose_config(1024, 1024, 1024)
+    name = next(n for n, c in matmul_api.SHIPPED_CONFIGS.items() if c.key() == cfg.key())
+    pre = subprocess.run([sys.executable, "-m", "numba_tma.precompile", "--configs", name,
+                          "--dtypes", "f16", "--out-dtypes", "f16", "--no-beta"],
+                         env=dict(env, CUDA_VISIBLE_DEVICES=""), capture_output=True, text=True,
+                         timeout=600)
+    assert pre.returncode == 0, pre.stdout[-3000:] + pre.stderr[-3000:]
+    assert pre.stdout.strip().splitlines()[-1].startswith("precompile: 20 built")
+    done = subprocess.run([sys.executable, "-c", _SECOND_PROCESS], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    print("after precompile:", run)
+    assert run["ok"] and run["compiled"] == []
+
+
 _LINKED_KERNEL = textwrap.dedent("""
     import json, sys
     import numpy as np
@@ -331,10 +354,13 @@ _LINKED_KERNEL = textwrap.dedent("""
     def kernel(out):
         out[0] = plus(out[0])
 
+    built = []
+    _build = DirectKernel._build_and_store
+    DirectKernel._build_and_store = lambda self, *args: built.append(1) or _build(self, *args)
     d = DirectKernel(kernel, (types.Array(types.int32, 1, "C"),))
     out = cuda.to_device(np.array([40], np.int32))
     d[1, 1](out)
-    print(json.dumps({"value": int(out.copy_to_host()[0]), "compiled": d._compiled is not None}))
+    print(json.dumps({"value": int(out.copy_to_host()[0]), "compiled": bool(built)}))
 """)
 
 
