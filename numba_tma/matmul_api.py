@@ -269,6 +269,41 @@ _WGMMA_192 = gemm_wgmma.WgmmaConfig(192, stages=4, mma_pipe=0)
 _OVERLAPPED = {cfg.key(): cfg.replace(overlap_epilogue=True)
                for cfg in (_WGMMA_CLUSTER, _WGMMA_WIDE, _WGMMA_192)}
 
+#: Every config choose_config can return, by a short name (numba_tma.precompile, the compile
+#: bench).
+SHIPPED_CONFIGS = {
+    "wide": _WGMMA_WIDE, "wide_ov": _OVERLAPPED[_WGMMA_WIDE.key()],
+    "cluster": _WGMMA_CLUSTER, "cluster_ov": _OVERLAPPED[_WGMMA_CLUSTER.key()],
+    "tall": _WGMMA_TALL, "tall_cluster": _WGMMA_TALL_CLUSTER,
+    "n192": _WGMMA_192, "n192_ov": _OVERLAPPED[_WGMMA_192.key()],
+    **{f"narrow{bn}": cfg for bn, cfg in _WGMMA_NARROW.items()},
+    **{f"pairs{bn}": cfg for bn, cfg in _WGMMA_NARROW_PAIRS.items()},
+}
+IN_KINDS = ("f16", "bf16")
+OUT_KINDS = ("f16", "bf16", "f32")
+
+
+def kernel_variants(configs=None, in_kinds=IN_KINDS, out_kinds=OUT_KINDS, layouts=None,
+                    betas=(False, True)):
+    """``[(config name, variant)]``: the kernels matmul() may launch with ``configs`` (names
+    of :data:`SHIPPED_CONFIGS`; all by default), each ``variant`` the
+    ``(kernel_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)`` of :func:`kernel_for`.
+    ``layouts``: ``(a_kmajor, b_kmajor)`` pairs, all four by default."""
+    names = list(SHIPPED_CONFIGS) if configs is None else list(configs)
+    for name in names:
+        if name not in SHIPPED_CONFIGS:
+            raise ValueError(f"configs: {name!r} is not one of {sorted(SHIPPED_CONFIGS)}")
+    layouts = layouts or [(True, False), (True, True), (False, False), (False, True)]
+    return [(name, (SHIPPED_CONFIGS[name].kernel_key(), ak, bk, i, o, beta))
+            for name in names for ak, bk in layouts for i in in_kinds for o in out_kinds
+            for beta in betas]
+
+
+def kernel_for(variant):
+    """The :class:`numba_tma.launch.DirectKernel` of one variant (see :func:`kernel_variants`),
+    not loaded: what a launch of it loads, or ``precompile`` builds."""
+    return _direct(*variant)[0]
+
 
 _CONFIG_TYPES = (gemm_wgmma.WgmmaConfig, gemm_tma.GemmConfig)
 

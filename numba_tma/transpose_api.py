@@ -251,6 +251,29 @@ def _transpose(src, out, kernel, stream, key):
     return out
 
 
+#: The transposes launched from raw pointers (transpose() picks them for 1-, 2-, 4- and 8-byte
+#: elements), by the name transpose_kernels() gives them: their kernels are cached on disk.
+DIRECT_KERNELS = {"v7_vec16": transpose_vec, "v8_sector": transpose_sector}
+
+
+def kernel_variants(names=None, itemsizes=ITEMSIZES):
+    """``[(name, (itemsize, row_offset))]``: the kernels transpose() may launch from raw
+    pointers (``names`` of :data:`DIRECT_KERNELS`, all by default); ``row_offset`` is the form
+    for grids past CUDA's 65535 tile rows."""
+    names = list(DIRECT_KERNELS) if names is None else list(names)
+    for name in names:
+        if name not in DIRECT_KERNELS:
+            raise ValueError(f"names: {name!r} is not one of {sorted(DIRECT_KERNELS)}")
+    return [(name, (itemsize, row_offset)) for name in names for itemsize in itemsizes
+            if itemsize in DIRECT_KERNELS[name].TILES for row_offset in (False, True)]
+
+
+def kernel_for(name, variant):
+    """The :class:`numba_tma.launch.DirectKernel` of one of :func:`kernel_variants`, not
+    loaded."""
+    return DIRECT_KERNELS[name]._direct(*variant)[0]
+
+
 _LAUNCHERS = {**transpose_classic.LADDER, "v7_vec16": transpose_vec.v7_vec16,
               "v8_sector": transpose_sector.v8_sector, **transpose_tma.LADDER}
 
