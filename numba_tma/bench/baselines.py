@@ -238,28 +238,21 @@ TRITON_CONFIGS = (
 TRITON_GROUP_M = 8              # tile rows that walk N together (B tiles reused from L2)
 TUNE_HOLD_CYCLES = 50_000_000   # GPU wait before each tuning round: longer than queuing its runs
 
-triton = tl = None              # imported by triton_matmul(): the kernel's globals
+triton = tl = None              # imported by triton_matmul_kernel(): the kernel's globals
 
 
 @functools.lru_cache(maxsize=None)
-def triton_matmul():
-    """``(tune, None)``, or ``(None, reason)`` where Triton is not importable.
-
-    ``tune(a, b, out)`` computes ``out = a @ b`` (torch tensors: ``a`` (M, K) and ``b`` (K, N)
-    float16 or bfloat16, any strides; ``out`` (M, N) float16, bfloat16 or float32) with the
-    Triton kernel autotuned over ``TRITON_CONFIGS`` for this (M, N, K) and these dtypes, and
-    returns ``(launch, config)``: ``launch()`` reruns it on the same tensors with the chosen
-    config, straight to the jitted kernel, so a timed call can never autotune.
-    """
+def triton_matmul_kernel():
+    """``(kernel, None)``: the ``@triton.jit`` matmul that :func:`triton_matmul` tunes, untuned
+    (``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M`` and ``ALIGN`` are its constexprs; the
+    compile bench times its first compile), or ``(None, reason)`` where Triton is not
+    importable."""
     mod, why = import_optional("triton")
     if mod is None:
         return None, why
     global triton, tl           # Triton resolves the kernel's names through its module globals
     import triton
     import triton.language as tl
-    import torch
-
-    from . import timing
 
     @triton.jit
     def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
@@ -305,6 +298,26 @@ def triton_matmul():
         c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
                  mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+    return matmul_kernel, None
+
+
+@functools.lru_cache(maxsize=None)
+def triton_matmul():
+    """``(tune, None)``, or ``(None, reason)`` where Triton is not importable.
+
+    ``tune(a, b, out)`` computes ``out = a @ b`` (torch tensors: ``a`` (M, K) and ``b`` (K, N)
+    float16 or bfloat16, any strides; ``out`` (M, N) float16, bfloat16 or float32) with the
+    Triton kernel autotuned over ``TRITON_CONFIGS`` for this (M, N, K) and these dtypes, and
+    returns ``(launch, config)``: ``launch()`` reruns it on the same tensors with the chosen
+    config, straight to the jitted kernel, so a timed call can never autotune.
+    """
+    matmul_kernel, why = triton_matmul_kernel()
+    if matmul_kernel is None:
+        return None, why
+    import torch
+
+    from . import timing
 
     def bench(fn, quantiles):
         # Each config timed as the benches time every kernel (numba_tma.bench.timing: operands
