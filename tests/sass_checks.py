@@ -26,3 +26,45 @@ def toolchain():
 def pinned_toolchain():
     """Whether counts pinned under :data:`PINNED_TOOLCHAIN` apply to this toolchain."""
     return toolchain() == PINNED_TOOLCHAIN
+
+
+def collected(request, test_name, param):
+    """The values of ``param`` that the collected tests ``test_name`` of the requesting module
+    take (only the selected ones: ``-k`` builds only what it runs)."""
+    return [item.callspec.params[param] for item in request.session.items
+            if getattr(item, "originalname", None) == test_name
+            and item.module is request.module and hasattr(item, "callspec")]
+
+
+def compiled_in_processes(values, build):
+    """``{repr(value): KernelBinary or the exception}`` of ``build(value)`` for each of
+    ``values``, built in parallel processes (one per core): an offline SASS module builds
+    dozens of kernels, each on one core. ``build`` must be a module-level function (spawned
+    workers import it)."""
+    import concurrent.futures
+    import multiprocessing
+    import os
+
+    values = list({repr(v): v for v in values}.values())
+    if not values:
+        return {}
+    workers = min(len(values), os.cpu_count() or 1)
+    out = {}
+    # spawn: numba's compiler state is not fork-safe once imported
+    with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {repr(v): pool.submit(build, v) for v in values}
+        for key, fut in futures.items():
+            try:
+                out[key] = fut.result()
+            except Exception as e:      # raised again by the test that asks for it
+                out[key] = e
+    return out
+
+
+def take(binaries, value):
+    """The KernelBinary of ``value`` from :func:`compiled_in_processes` (or its build's error)."""
+    kb = binaries[repr(value)]
+    if isinstance(kb, Exception):
+        raise kb
+    return kb

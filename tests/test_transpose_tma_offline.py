@@ -8,6 +8,7 @@ import pytest
 
 from numba_tma import swizzle
 from numba_tma.ladders import transpose_tma as tt
+from sass_checks import collected, compiled_in_processes, take
 
 ITEMSIZES = [1, 2, 4, 8]
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -43,13 +44,24 @@ def test_thread_placement_is_bank_conflict_free(itemsize):
     assert tile * itemsize == tt.LINE
 
 
-@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="needs the CUDA target")
-@pytest.mark.parametrize("itemsize", ITEMSIZES)
-def test_pipelined_sass(itemsize):
+def build_pipelined(itemsize):
+    """The pipelined kernel for ``itemsize``, compiled (in a worker process)."""
     from numba_tma.offline import compile_kernel
 
-    kb = compile_kernel(tt._pipelined_kernel(itemsize, *tt.PIPELINE[itemsize], *tt.GROUP),
-                        tt.PIPELINED_SIGNATURE)
+    return compile_kernel(tt._pipelined_kernel(itemsize, *tt.PIPELINE[itemsize], *tt.GROUP),
+                          tt.PIPELINED_SIGNATURE)
+
+
+@pytest.fixture(scope="module")
+def pipelined(request):
+    return compiled_in_processes(collected(request, "test_pipelined_sass", "itemsize"),
+                                 build_pipelined)
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="needs the CUDA target")
+@pytest.mark.parametrize("itemsize", ITEMSIZES)
+def test_pipelined_sass(itemsize, pipelined):
+    kb = take(pipelined, itemsize)
     E = 16 // itemsize
     assert kb.count("CALL") == 0 and kb.stack_bytes == 0 and kb.local_bytes == 0
     assert kb.spill_stores == 0 and not kb.has("LDL") and not kb.has("STL")

@@ -12,7 +12,7 @@ from numba import cuda
 from numba.core.errors import TypingError
 
 from numba_tma import gmem
-from sass_checks import check_clean, pinned_toolchain
+from sass_checks import check_clean, collected, compiled_in_processes, pinned_toolchain, take
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="offline compilation needs the real CUDA target")
@@ -87,14 +87,42 @@ def test_gmem_rejects_bad_operands():
         compile_kernel(runtime_prefetch, "void(float32[::1], float32[::1], int64)")
 
 
+def build_transpose(spec):
+    """(rung, itemsize, row_offset) -> the v7_vec16 or v8_sector kernel, compiled (in a worker
+    process)."""
+    from numba_tma.kernels import transpose_sector as ts
+    from numba_tma.kernels import transpose_vec as tv
+
+    rung, itemsize, row_offset = spec
+    if rung == "v7":
+        kernel, word, _, _, _ = tv._kernel(itemsize, *tv.TILES[itemsize], row_offset=row_offset)
+        e = f"uint{8 * itemsize}[::1]"
+        return compile_kernel(kernel, f"void({word}[::1], {word}[::1], {e}, {e}, int64, int64, "
+                                      f"int64)")
+    kernel, elem, _ = ts._kernel(itemsize, *ts.TILES[itemsize], row_offset=row_offset)
+    return compile_kernel(kernel, f"void({elem}[::1], {elem}[::1], int64, int64, int64, int64, "
+                                  f"int64)")
+
+
+@pytest.fixture(scope="module")
+def transposes(request):
+    """The kernels the tests below read, each built once, in parallel processes."""
+    specs = [(rung, size, False) for test, rung in (("test_v7_vec16_sass", "v7"),
+                                                     ("test_v8_sector_sass", "v8"))
+             for size in collected(request, test, "itemsize")]
+    specs += [(rung, size, offset) for size in collected(request, "test_row_offset_variants",
+                                                         "itemsize")
+              for rung in ("v7", "v8") for offset in (False, True)]
+    return compiled_in_processes(specs, build_transpose)
+
+
 @pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
-def test_v7_vec16_sass(itemsize):
+def test_v7_vec16_sass(itemsize, transposes):
     from numba_tma.kernels import transpose_vec as tv
 
     trows, cols, threads, min_blocks = tv.TILES[itemsize]
-    kernel, word, pack, _, _ = tv._kernel(itemsize, trows, cols, threads, min_blocks)
-    kb = compile_kernel(kernel, f"void({word}[::1], {word}[::1], uint{8 * itemsize}[::1], "
-                                f"uint{8 * itemsize}[::1], int64, int64, int64)")
+    _, word, pack, _, _ = tv._kernel(itemsize, trows, cols, threads, min_blocks)
+    kb = take(transposes, ("v7", itemsize, False))
     check_clean(kb)
     assert kb.count("LDG.E.128") == tv.LOADS and kb.count("STG.E.128") == tv.LOADS
     assert kb.count("LDS.128") == tv.LOADS
@@ -106,15 +134,14 @@ def test_v7_vec16_sass(itemsize):
 
 
 @pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
-def test_v8_sector_sass(itemsize):
+def test_v8_sector_sass(itemsize, transposes):
     from numba_tma.kernels import transpose_sector as ts
 
     trows, cols, threads, min_blocks = ts.TILES[itemsize]
-    kernel, elem, halo = ts._kernel(itemsize, trows, cols, threads, min_blocks)
+    _, elem, halo = ts._kernel(itemsize, trows, cols, threads, min_blocks)
     spe, kv = 32 // itemsize, 16 // itemsize
     assert halo == spe - 1
-    kb = compile_kernel(kernel, f"void({elem}[::1], {elem}[::1], int64, int64, int64, int64, "
-                                f"int64)")
+    kb = take(transposes, ("v8", itemsize, False))
     check_clean(kb)
     # Vector path: 8 main vectors, the halo row's and the extra one per row, each asking the L2
     # for its whole 256-byte block; 8 LDS.128 / STG.E.128 of whole chunks (or, for BULK_STORE
@@ -145,21 +172,16 @@ PLAIN = {("v7", 1): (968, 64), ("v7", 2): (976, 40), ("v7", 4): (1248, 40), ("v7
 
 
 @pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
-def test_row_offset_variants(itemsize):
+def test_row_offset_variants(itemsize, transposes):
     """Grids taller than 65535 tile rows run the row-offset variants (R0 from blockIdx.y +
     tile_y0): the same vector accesses; the plain kernels are what they were."""
     from numba_tma.kernels import transpose_sector as ts
     from numba_tma.kernels import transpose_vec as tv
 
-    e = f"uint{8 * itemsize}[::1]"
     plain = {}
     for row_offset in (False, True):
-        kernel, word, _, _, _ = tv._kernel(itemsize, *tv.TILES[itemsize], row_offset=row_offset)
-        v7 = compile_kernel(kernel, f"void({word}[::1], {word}[::1], {e}, {e}, int64, int64, "
-                                    f"int64)")
-        kernel, elem, _ = ts._kernel(itemsize, *ts.TILES[itemsize], row_offset=row_offset)
-        v8 = compile_kernel(kernel, f"void({elem}[::1], {elem}[::1], int64, int64, int64, int64, "
-                                    f"int64)")
+        v7 = take(transposes, ("v7", itemsize, row_offset))
+        v8 = take(transposes, ("v8", itemsize, row_offset))
         if not row_offset:
             plain = {"v7": v7, "v8": v8}
             if pinned_toolchain():

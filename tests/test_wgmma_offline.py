@@ -18,7 +18,7 @@ from numba_tma._bridge import PTX_DIR
 from numba_tma.kernels import gemm_wgmma
 from numba_tma.ladders.wgmma_probe import probe_kernel, probe_signature
 from numba_tma.offline import compile_kernel
-from sass_checks import check_clean
+from sass_checks import check_clean, collected, compiled_in_processes, take
 
 offline = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                              reason="offline compilation needs the real CUDA target")
@@ -98,12 +98,23 @@ def _gmma_lines(kb):
             if "GMMA" in ln]
 
 
+def build_probe(case):
+    """The probe kernel of a PROBE_CASES entry, compiled (in a worker process)."""
+    *args, _ = case
+    return compile_kernel(probe_kernel(*args), probe_signature(args[0]))
+
+
+@pytest.fixture(scope="module")
+def probe_binaries(request):
+    return compiled_in_processes(collected(request, "test_probe_sass", "case"), build_probe)
+
+
 @offline
 @pytest.mark.parametrize("case", PROBE_CASES, ids=lambda c: "-".join(map(str, c[:6])))
-def test_probe_sass(case):
+def test_probe_sass(case, probe_binaries):
     *args, mnemonic = case
     kind, n, trans_a, trans_b, span, regs = args
-    kb = compile_kernel(probe_kernel(*args), probe_signature(kind))
+    kb = take(probe_binaries, case)
     check_clean(kb)
     assert wgmma.check_wgmma_link_log(kb.info_log) == []
     lines = _gmma_lines(kb)
@@ -232,12 +243,24 @@ def _r2ur_in_groups(sass):
     return count
 
 
-@offline
-@pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: "-".join(map(str, c)))
-def test_gemm_sass(case):
+def build_gemm(case):
+    """The GEMM kernel of a GEMM_CASES entry, compiled (in a worker process)."""
     *args, bn, kw = case
     cfg = gemm_wgmma.WgmmaConfig(bn, **kw)
-    kb = compile_kernel(gemm_wgmma.gemm_kernel(cfg.key(), *args), gemm_wgmma.signature(cfg))
+    return compile_kernel(gemm_wgmma.gemm_kernel(cfg.key(), *args), gemm_wgmma.signature(cfg))
+
+
+@pytest.fixture(scope="module")
+def gemm_binaries(request):
+    return compiled_in_processes(collected(request, "test_gemm_sass", "case"), build_gemm)
+
+
+@offline
+@pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_gemm_sass(case, gemm_binaries):
+    *args, bn, kw = case
+    cfg = gemm_wgmma.WgmmaConfig(bn, **kw)
+    kb = take(gemm_binaries, case)
     check_clean(kb)
     assert wgmma.check_wgmma_link_log(kb.info_log) == []
     # Registers move from producer to consumers where 128 accumulators need them (every
