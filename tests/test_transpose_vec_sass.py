@@ -4,6 +4,7 @@ time naming the argument; v7's 8 vector loads, 8 shared 16-byte reads and 8 vect
 thread for every element size (byte_perm packing for 1- and 2-byte elements), launch bounds met
 without spills; v8_sector's vector loads (main, halo, 17th per row) and whole-chunk stores."""
 
+import functools
 import os
 
 import numpy as np
@@ -12,7 +13,7 @@ from numba import cuda
 from numba.core.errors import TypingError
 
 from numba_tma import gmem
-from sass_checks import check_clean, collected, compiled_in_processes, pinned_toolchain, take
+from sass_checks import check_clean, pinned_toolchain
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="offline compilation needs the real CUDA target")
@@ -88,8 +89,7 @@ def test_gmem_rejects_bad_operands():
 
 
 def build_transpose(spec):
-    """(rung, itemsize, row_offset) -> the v7_vec16 or v8_sector kernel, compiled (in a worker
-    process)."""
+    """(rung, itemsize, row_offset) -> the v7_vec16 or v8_sector kernel, compiled."""
     from numba_tma.kernels import transpose_sector as ts
     from numba_tma.kernels import transpose_vec as tv
 
@@ -105,15 +105,11 @@ def build_transpose(spec):
 
 
 @pytest.fixture(scope="module")
-def transposes(request):
-    """The kernels the tests below read, each built once, in parallel processes."""
-    specs = [(rung, size, False) for test, rung in (("test_v7_vec16_sass", "v7"),
-                                                     ("test_v8_sector_sass", "v8"))
-             for size in collected(request, test, "itemsize")]
-    specs += [(rung, size, offset) for size in collected(request, "test_row_offset_variants",
-                                                         "itemsize")
-              for rung in ("v7", "v8") for offset in (False, True)]
-    return compiled_in_processes(specs, build_transpose)
+def transposes():
+    """The kernels the tests below read, each built once (in this process: the H100 image's
+    nvJitLink leaves the ptxas lines, barriers and shared bytes among them, out of a spawned
+    worker's link log)."""
+    return functools.cache(build_transpose)
 
 
 @pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
@@ -122,7 +118,7 @@ def test_v7_vec16_sass(itemsize, transposes):
 
     trows, cols, threads, min_blocks = tv.TILES[itemsize]
     _, word, pack, _, _ = tv._kernel(itemsize, trows, cols, threads, min_blocks)
-    kb = take(transposes, ("v7", itemsize, False))
+    kb = transposes(("v7", itemsize, False))
     check_clean(kb)
     assert kb.count("LDG.E.128") == tv.LOADS and kb.count("STG.E.128") == tv.LOADS
     assert kb.count("LDS.128") == tv.LOADS
@@ -141,7 +137,7 @@ def test_v8_sector_sass(itemsize, transposes):
     _, elem, halo = ts._kernel(itemsize, trows, cols, threads, min_blocks)
     spe, kv = 32 // itemsize, 16 // itemsize
     assert halo == spe - 1
-    kb = take(transposes, ("v8", itemsize, False))
+    kb = transposes(("v8", itemsize, False))
     check_clean(kb)
     # Vector path: 8 main vectors, the halo row's and the extra one per row, each asking the L2
     # for its whole 256-byte block; 8 LDS.128 / STG.E.128 of whole chunks (or, for BULK_STORE
@@ -180,8 +176,8 @@ def test_row_offset_variants(itemsize, transposes):
 
     plain = {}
     for row_offset in (False, True):
-        v7 = take(transposes, ("v7", itemsize, row_offset))
-        v8 = take(transposes, ("v8", itemsize, row_offset))
+        v7 = transposes(("v7", itemsize, row_offset))
+        v8 = transposes(("v8", itemsize, row_offset))
         if not row_offset:
             plain = {"v7": v7, "v8": v8}
             if pinned_toolchain():
