@@ -199,6 +199,10 @@ def main(argv=None):
                    "comma-separated (default: all)")
     p.add_argument("--gpu", action="store_true", help="also the launch path and first calls "
                    "(needs an sm_90 GPU and torch)")
+    p.add_argument("--baseline", help="a checkout of other numba_tma code (a directory put first "
+                   "on PYTHONPATH) whose kernels are timed in turn with these, each right before "
+                   "this code's, into the result's 'before' section; it must have "
+                   "offline.link_kernel and precompile's names")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -222,11 +226,18 @@ def main(argv=None):
     if not todo:
         p.error(f"--kernels {args.kernels!r} matches none of the kernels")
     off = {"NUMBA_TMA_DISABLE_CACHE": "1"}
-    rows = []
+    base_env = None
+    if args.baseline:
+        base_env = dict(off, PYTHONPATH=os.pathsep.join(
+            [os.path.abspath(args.baseline), os.environ.get("PYTHONPATH", "")]))
+    rows, before = [], []
     print(f"{'kernel':<52} {'cold s':>7} {'front':>6} {'nvvm':>6} {'nvrtc':>6} {'link':>6}"
           f" {'import':>6}" + ("  gpu cold s" if args.gpu else ""), flush=True)
     for target in todo:
         spec = {"kind": "compile", "target": target, "gpu": False}
+        if base_env is not None:         # (the same minute as this code's: the machine drifts)
+            before.append({"kernel": precompile.describe(target), "config": target[1],
+                           **run_child(["--child", json.dumps(spec)], base_env)})
         row = {"kernel": precompile.describe(target), "config": target[1],
                **run_child(["--child", json.dumps(spec)], off)}
         if args.gpu and "error" not in row:
@@ -239,10 +250,13 @@ def main(argv=None):
         ph = row["phase_s"]
         print(f"{row['kernel']:<52} {row['cold_s']:7.2f} {ph['frontend']:6.2f} "
               f"{ph['llvm_nvvm']:6.2f} {ph['nvrtc']:6.2f} {ph['link']:6.2f} "
-              f"{row['import_s']:6.2f}" + (f"  {row['gpu_cold_s']}" if args.gpu else ""),
+              f"{row['import_s']:6.2f}" + (f"  {row['gpu_cold_s']}" if args.gpu else "")
+              + (f"  (baseline {before[-1].get('cold_s', 'FAILED')})" if before else ""),
               flush=True)
     doc = {"bench": "compile", "results": rows,
            "versions": package_versions(), "cpu": _cpu_name(), "cores": os.cpu_count()}
+    if before:
+        doc["before"] = {"code": os.path.abspath(args.baseline), "results": before}
     good = [r for r in rows if "cold_s" in r]
     if good:
         slow = max(good, key=lambda r: r["cold_s"])
