@@ -679,30 +679,34 @@ class DirectKernel:
         cc = cc + ("a" if cc >= (9, 0) else "",)     # as numba links: compute_90a on cc 9.0
         if self._numba_only():
             return False
-        hit = self._from_disk(kernel_cache, cc)
+        key_text = self._key_text(kernel_cache, cc)
+        hit = self._from_disk(kernel_cache, key_text)
         if hit is not None:
             return hit
         try:
-            return self._build_and_store(kernel_cache, cc)
+            return self._build_and_store(kernel_cache, cc, key_text)
         except _offline().LinkError:
             return False            # what the offline link lacks (numba's NRT, cudadevrt)
 
-    def _from_disk(self, kernel_cache, cc):
+    def _key_text(self, kernel_cache, cc):
+        """The disk cache's key for ``cc``, or None where this kernel stays off disk."""
         if not (self._cache and kernel_cache.enabled()):
             return None
-        hit = kernel_cache.load(kernel_cache.kernel_key(self._kernel, self._argtypes, cc,
-                                                        self._key))
+        return kernel_cache.kernel_key(self._kernel, self._argtypes, cc, self._key)
+
+    @staticmethod
+    def _from_disk(kernel_cache, key_text):
+        hit = None if key_text is None else kernel_cache.load(key_text)
         if hit is None:
             return None
         cubin, header = hit
         return cubin, header["entry"]
 
-    def _build_and_store(self, kernel_cache, cc):
+    def _build_and_store(self, kernel_cache, cc, key_text):
         # numba_tma.offline's link (numba's LTO-IR, NVRTC, nvJitLink), not numba's launch
         # path: the same cubin whether built here, on a GPU, or by numba_tma.precompile.
         linked = _offline().link_kernel(self._kernel, self._argtypes, arch=_arch_name(cc))
-        if self._cache and kernel_cache.enabled():
-            key_text = kernel_cache.kernel_key(self._kernel, self._argtypes, cc, self._key)
+        if key_text is not None:
             kernel_cache.store(key_text, linked.cubin, link_files=linked.link_files,
                                entry=linked.entry)
         return linked.cubin, linked.entry
@@ -714,16 +718,17 @@ class DirectKernel:
         kernels. ValueError when the cache is off or the kernel needs numba's launch path."""
         from . import kernel_cache
 
-        if not (self._cache and kernel_cache.enabled()):
+        cc = _offline()._parse_arch(arch)
+        key_text = self._key_text(kernel_cache, cc)
+        if key_text is None:
             raise ValueError("precompile: the kernel cache is off (cache=False or "
                              "NUMBA_TMA_DISABLE_CACHE=1); nothing would be kept")
         if self._numba_only():
             raise ValueError("precompile: debug kernels and kernels with argument extensions "
                              "are compiled by numba's launch path, which needs a GPU")
-        cc = _offline()._parse_arch(arch)
-        if self._from_disk(kernel_cache, cc) is not None:
+        if self._from_disk(kernel_cache, key_text) is not None:
             return "cached"
-        self._build_and_store(kernel_cache, cc)
+        self._build_and_store(kernel_cache, cc, key_text)
         return "built"
 
     def static_shared_bytes(self):
