@@ -63,6 +63,17 @@ def _points_tune(rows):
                 yield panel, "copy", r["setting"], r["copy_GBps"]
 
 
+def _points_compile(rows):
+    # benches/compile.py: a panel per family (matmul, transpose), seconds per kernel for the
+    # cold build and each of its phases.
+    for r in rows:
+        if "cold_s" in r:
+            family, _, name = r["kernel"].partition(" ")
+            yield family, "cold", name, r["cold_s"]
+            for phase, seconds in r.get("phase_s", {}).items():
+                yield family, phase, name, seconds
+
+
 #: bench name -> (points(rows) yielding (panel, series, x label, y), y axis label, x axis label)
 PLOTS = {
     "gemm": (_points_gemm, "TFLOP/s", "M x N x K"),
@@ -73,6 +84,7 @@ PLOTS = {
     "multicast": (_points_multicast, "GB/s into shared memory", ""),
     "warp_gemm_banks": (_points_banks, "bank conflicts (ncu)", "rung"),
     "transpose_tune": (_points_tune, "GB/s", "setting"),
+    "compile": (_points_compile, "seconds, cold (cache off)", "kernel"),
 }
 PLOT_DPI = 100
 PANEL_SIZE = (11.0, 4.5)       # inches per panel: 1100 x 450 pixels at PLOT_DPI
