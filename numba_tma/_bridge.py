@@ -101,9 +101,9 @@ def inline_device(func):
     as plain ``int64`` / ``bool`` rather than one specialization per literal value.
 
     Why: numba's ``inline="always"`` copies the callee's IR into every call site and types it
-    again there, nested callees included, which made the GEMM kernels' front end most of a
-    10-25 s compile; a plain device function is typed once, but numba compiles it anew for each
-    literal it is called with (``f(acc, 0)``, ``f(acc, 1)`` ...). After NVVM inlines the body,
+    again there, nested callees included (most of a GEMM kernel's build went there); a plain
+    device function is typed once, but numba compiles it anew for each literal it is called
+    with (``f(acc, 0)``, ``f(acc, 1)`` ...). After NVVM inlines the body,
     LLVM folds the constants as before, so the machine code is the same. A function whose body
     needs the literal itself (a PTX immediate taken from an argument) is still compiled for the
     literal: when typing with plain types fails, the call falls back to numba's rule."""

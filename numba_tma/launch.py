@@ -553,7 +553,7 @@ def _numba_packs_like_us(ty):
                               [], theirs)
         slot = _ArraySlot(ty.ndim, dtype.itemsize, ty.layout, dtype.str)
         return [int(getattr(w, "value", w) or 0) for w in theirs] == \
-            DirectKernel._array_words(None, slot, probe, 0)
+            DirectKernel._array_words(slot, probe, 0)
     except Exception:           # another numba's internals: launch through numba instead
         return False
 
@@ -754,7 +754,8 @@ class DirectKernel:
 
     # -- the parameter words -----------------------------------------------------------------
 
-    def _array_words(self, slot, arg, i):
+    @staticmethod
+    def _array_words(slot, arg, i):
         if isinstance(arg, tuple):
             ptr, nitems = arg
             if slot.ndim != 1 or slot.layout not in "CA":

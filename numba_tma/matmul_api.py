@@ -279,8 +279,8 @@ SHIPPED_CONFIGS = {
     **{f"narrow{bn}": cfg for bn, cfg in _WGMMA_NARROW.items()},
     **{f"pairs{bn}": cfg for bn, cfg in _WGMMA_NARROW_PAIRS.items()},
 }
-IN_KINDS = ("f16", "bf16")
-OUT_KINDS = ("f16", "bf16", "f32")
+IN_KINDS = tuple(dict.fromkeys(_IN_KINDS.values()))          # ("f16", "bf16")
+OUT_KINDS = tuple(dict.fromkeys(_OUT_KINDS.values()))        # ("f16", "bf16", "f32")
 
 
 def kernel_variants(configs=None, in_kinds=IN_KINDS, out_kinds=OUT_KINDS, layouts=None,

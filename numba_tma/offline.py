@@ -117,7 +117,7 @@ def _target_device(cc):
     device function that a kernel calls, which needs a driver.  The target here is
     always ``cc``, never the local GPU, so the patch is applied with or without one.
     ``cuda.compile_all`` runs NVRTC on every ``.cu`` file a kernel links, each time (a GEMM
-    links ten: about a second); the same source gives the same LTO-IR, so it is kept.
+    links ten); the same source gives the same LTO-IR, so it is kept.
     These module globals of numba-cuda are the one place this package patches its compiler.
     """
     import numba.cuda.compiler as _compiler
@@ -143,16 +143,17 @@ def _target_device(cc):
                 link_paths.append(os.path.abspath(os.fspath(path_or_obj)))
             return linkable_code.from_path_or_obj(path_or_obj)
 
-    replace = {"get_current_device": get_current_device, "nvrtc": _MemoNVRTC,
-               "LinkableCode": RecordingLinkableCode}
-    patches = [(m, name) for m in (_dispatcher, _compiler) for name in replace
-               if hasattr(m, name) and (m is _compiler or name == "get_current_device")]
+    patches = [(m, name, value) for m, name, value in (
+        (_dispatcher, "get_current_device", get_current_device),
+        (_compiler, "get_current_device", get_current_device),
+        (_compiler, "nvrtc", _MemoNVRTC),
+        (_compiler, "LinkableCode", RecordingLinkableCode)) if hasattr(m, name)]
     linkable_code = getattr(_compiler, "LinkableCode", None)
     with _LOCK, global_compiler_lock:
-        saved = [(m, name, getattr(m, name)) for m, name in patches]
+        saved = [(m, name, getattr(m, name)) for m, name, _ in patches]
         try:
-            for m, name in patches:
-                setattr(m, name, replace[name])
+            for m, name, value in patches:
+                setattr(m, name, value)
             yield link_paths
         finally:
             for m, name, orig in saved:

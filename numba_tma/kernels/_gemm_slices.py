@@ -12,7 +12,6 @@ barrier expects the whole slot.
 
 import functools
 
-
 from .._bridge import inline_device
 from .. import mbarrier, tma
 
