@@ -25,8 +25,10 @@ it. Every edit of numba_tma's sources or upgrade makes new keys, so the director
 ``NUMBA_TMA_CACHE_MAX_ENTRIES`` entries (default 2000; a store past it drops the least recently
 used tenth: a load refreshes an entry's time).
 
-Safety: an entry is written to a temporary file and renamed into place (two processes compiling
-the same kernel both write whole entries; the last rename wins). A load checks a magic word, the
+Safety: an entry is written to a temporary file and renamed into place. Processes that miss the
+same entry at once build it once: :func:`building` holds a lock file beside the entry while one
+builds, and the others wait for it (at most ``NUMBA_TMA_CACHE_LOCK_WAIT`` seconds, default 300;
+past that they build too, and the last rename wins). A load checks a magic word, the
 full key text, a SHA-256 of the cubin and the link files' hashes; anything that fails is
 rebuilt and overwritten, never loaded.
 
@@ -38,6 +40,7 @@ The library's kernels go through it by way of :class:`numba_tma.launch.DirectKer
     k[grid, block, stream](x, y)       # compiled once per machine, then loaded from disk
 """
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -45,18 +48,20 @@ import json
 import os
 import sys
 import tempfile
+import time
 import types as pytypes
 
-__all__ = ["cache_dir", "enabled", "kernel_key", "load", "store", "package_fingerprint", "clear",
-           "max_entries"]
+__all__ = ["building", "cache_dir", "enabled", "kernel_key", "load", "store", "package_fingerprint",
+           "clear", "lock_wait", "max_entries"]
 
 MAGIC = b"NBTMA\x00c1"
 _SUFFIX = ".nbtma"
+_LOCK_SUFFIX = ".lock"
 
 
 #: NUMBA_TMA_* variables that change no kernel's code: left out of the keys.
 _HOST_ONLY_ENV = ("NUMBA_TMA_DISABLE_CACHE", "NUMBA_TMA_DEPENDENT_LAUNCH",
-                  "NUMBA_TMA_CACHE_MAX_ENTRIES")
+                  "NUMBA_TMA_CACHE_MAX_ENTRIES", "NUMBA_TMA_CACHE_LOCK_WAIT")
 
 
 def enabled():
@@ -86,7 +91,7 @@ def max_entries():
         return 2000
 
 
-def _entries():
+def _entries(suffix=_SUFFIX):
     root = cache_dir()
     found = []
     try:
@@ -98,18 +103,23 @@ def _entries():
             names = os.listdir(os.path.join(root, sub))
         except OSError:
             continue
-        found += [os.path.join(root, sub, n) for n in names if n.endswith(_SUFFIX)
+        found += [os.path.join(root, sub, n) for n in names if n.endswith(suffix)
                   and not n.startswith(".tmp-")]
     return found
 
 
 def clear():
-    """Remove every entry (and leftover temporary file); returns how many entries went."""
+    """Remove every entry and build lock file; returns how many entries went."""
     gone = 0
     for path in _entries():
         try:
             os.unlink(path)
             gone += 1
+        except OSError:
+            pass
+    for path in _entries(_LOCK_SUFFIX):
+        try:
+            os.unlink(path)
         except OSError:
             pass
     return gone
@@ -129,10 +139,11 @@ def _prune():
 
     entries.sort(key=mtime)
     for path in entries[:len(entries) - limit + max(1, limit // 10)]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        for gone in (path, path + _LOCK_SUFFIX):         # an entry's lock file goes with it
+            try:
+                os.unlink(gone)
+            except OSError:
+                pass
 
 
 def _versions():
@@ -301,6 +312,55 @@ def load(key_text):
     except OSError:
         pass
     return cubin, header
+
+
+def lock_wait():
+    """Seconds a process waits for another's build of the same entry
+    (``NUMBA_TMA_CACHE_LOCK_WAIT``, default 300)."""
+    try:
+        return max(0.0, float(os.environ.get("NUMBA_TMA_CACHE_LOCK_WAIT", "300")))
+    except ValueError:
+        return 300.0
+
+
+@contextlib.contextmanager
+def building(key_text):
+    """Hold the build lock of ``key_text``'s entry: a process that enters while another holds
+    it waits until that one is done (then :func:`load` finds its entry), so a warm-up in many
+    processes (test chunks, workers of one server) builds each kernel once. Where no lock can
+    be had (no ``fcntl``, an unwritable directory, ``lock_wait()`` seconds passed) it yields
+    all the same: a lock only saves work, the entry's atomic rename keeps it correct."""
+    try:
+        import fcntl
+    except ImportError:                 # Windows: every process builds
+        yield
+        return
+    path = _path(key_text) + _LOCK_SUFFIX
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + lock_wait()
+        held = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = True
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            if held:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def store(key_text, cubin, link_files=(), **fields):

@@ -680,13 +680,24 @@ class DirectKernel:
         if self._numba_only():
             return False
         key_text = self._key_text(kernel_cache, cc)
-        hit = self._from_disk(kernel_cache, key_text)
-        if hit is not None:
-            return hit
         try:
-            return self._build_and_store(kernel_cache, cc, key_text)
+            return self._from_disk_or_build(kernel_cache, cc, key_text)[0]
         except _offline().LinkError:
             return False            # what the offline link lacks (numba's NRT, cudadevrt)
+
+    def _from_disk_or_build(self, kernel_cache, cc, key_text):
+        """``((cubin, entry), built)``: the disk entry, else a build stored under its key. A
+        process that misses while another builds the same entry waits for that one's."""
+        hit = self._from_disk(kernel_cache, key_text)
+        if hit is not None:
+            return hit, False
+        if key_text is None:                   # the cache is off: nothing to wait for
+            return self._build_and_store(kernel_cache, cc, key_text), True
+        with kernel_cache.building(key_text):
+            hit = self._from_disk(kernel_cache, key_text)
+            if hit is not None:
+                return hit, False
+            return self._build_and_store(kernel_cache, cc, key_text), True
 
     def _key_text(self, kernel_cache, cc):
         """The disk cache's key for ``cc``, or None where this kernel stays off disk."""
@@ -711,6 +722,14 @@ class DirectKernel:
                                entry=linked.entry)
         return linked.cubin, linked.entry
 
+    def cached(self, arch="sm_90a"):
+        """Whether the on-disk kernel cache holds a valid entry of this kernel for ``arch``
+        (what a launch on such a GPU would load instead of compiling)."""
+        from . import kernel_cache
+
+        key_text = self._key_text(kernel_cache, _offline()._parse_arch(arch))
+        return self._from_disk(kernel_cache, key_text) is not None
+
     def precompile(self, arch="sm_90a"):
         """Build this kernel for ``arch`` into the on-disk kernel cache without a GPU (the
         entry a launch on such a GPU then loads); returns ``"cached"`` when an entry was
@@ -726,10 +745,7 @@ class DirectKernel:
         if self._numba_only():
             raise ValueError("precompile: debug kernels and kernels with argument extensions "
                              "are compiled by numba's launch path, which needs a GPU")
-        if self._from_disk(kernel_cache, key_text) is not None:
-            return "cached"
-        self._build_and_store(kernel_cache, cc, key_text)
-        return "built"
+        return "built" if self._from_disk_or_build(kernel_cache, cc, key_text)[1] else "cached"
 
     def static_shared_bytes(self):
         attr = _cudrv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES

@@ -242,7 +242,8 @@ def test_kernel_key_follows_versions_sources_and_env(monkeypatch):
         monkeypatch.setattr(kernel_cache, "_versions", real)
         kernel_cache.package_fingerprint.cache_clear()
     assert kernel_cache.kernel_key(a, sig, (9, 0)) == key
-    for host_only in ("NUMBA_TMA_DEPENDENT_LAUNCH", "NUMBA_TMA_CACHE_MAX_ENTRIES"):
+    for host_only in ("NUMBA_TMA_DEPENDENT_LAUNCH", "NUMBA_TMA_CACHE_MAX_ENTRIES",
+                      "NUMBA_TMA_CACHE_LOCK_WAIT"):
         monkeypatch.setenv(host_only, "1")                          # no kernel's code
     assert kernel_cache.kernel_key(a, sig, (9, 0)) == key
     monkeypatch.setenv("NUMBA_TMA_WAIT_TIMEOUT_NS", "1000")        # a compile-time switch
@@ -299,6 +300,85 @@ def test_concurrent_writers_leave_a_whole_entry(cache_root):
         assert p.exitcode == 0
     cubin, _ = kernel_cache.load("key-race")
     assert cubin in (b"a" * 4096, b"b" * 4096)
+
+
+def test_building_makes_a_second_builder_wait(cache_root):
+    import threading
+    import time
+
+    held, order = threading.Event(), []
+
+    def first():
+        with kernel_cache.building("key-w"):
+            held.set()
+            time.sleep(0.6)
+            order.append("first done")
+
+    t = threading.Thread(target=first)
+    t.start()
+    held.wait(10)
+    t0 = time.monotonic()
+    with kernel_cache.building("key-w"):
+        order.append("second in")
+        waited = time.monotonic() - t0
+    t.join()
+    assert order == ["first done", "second in"] and waited > 0.3, (order, waited)
+
+
+def test_building_stops_waiting_after_lock_wait(cache_root, monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setenv("NUMBA_TMA_CACHE_LOCK_WAIT", "0.2")
+    held, release = threading.Event(), threading.Event()
+
+    def first():
+        with kernel_cache.building("key-t"):
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=first)
+    t.start()
+    held.wait(10)
+    t0 = time.monotonic()
+    with kernel_cache.building("key-t"):            # the holder is stuck: build anyway
+        waited = time.monotonic() - t0
+    release.set()
+    t.join()
+    assert 0.15 < waited < 5, waited
+    assert len(list(cache_root.rglob("*.lock"))) == 1
+    kernel_cache.clear()                            # lock files go with the entries
+    assert not list(cache_root.rglob("*.lock"))
+
+
+def _precompile_after(root, start, results):
+    os.environ["NUMBA_CACHE_DIR"] = root
+    from numba_tma.launch import DirectKernel
+
+    @cuda.jit
+    def scale(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = x[i] * 3.0 + 1.0
+
+    kernel = DirectKernel(scale, "void(float32[::1])", key="lock-test")
+    start.wait(120)
+    results.put(kernel.precompile("sm_90a"))
+
+
+def test_processes_that_miss_together_build_once(cache_root):
+    # Both miss the entry at the same moment; the one that takes the lock builds, the other
+    # waits for it and loads its entry (without the lock both would build).
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_precompile_after, args=(str(cache_root), start, results))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+        assert p.exitcode == 0
+    assert sorted(results.get(timeout=5) for _ in procs) == ["built", "cached"]
 
 
 def test_unwritable_cache_dir_still_runs(monkeypatch, tmp_path):
@@ -438,12 +518,15 @@ def test_cache_keeps_at_most_max_entries_least_recently_used_first(cache_root, m
     monkeypatch.setenv("NUMBA_TMA_CACHE_MAX_ENTRIES", "10")
     paths = []
     for i in range(10):
-        paths.append(kernel_cache.store(f"key-{i}", b"c" * 8, entry="k"))
+        with kernel_cache.building(f"key-{i}"):             # each leaves its lock file
+            paths.append(kernel_cache.store(f"key-{i}", b"c" * 8, entry="k"))
         os.utime(paths[-1], (1000 + i, 1000 + i))          # stored in order, oldest first
     assert kernel_cache.load("key-0") is not None           # used again: now the newest
     kernel_cache.store("key-10", b"c" * 8, entry="k")       # 11 > 10: the oldest tenth goes
     left = {k for k in (f"key-{i}" for i in range(11)) if kernel_cache.load(k) is not None}
     assert left == {f"key-{i}" for i in (0, *range(3, 11))}
+    locks = {str(p)[:-len(".lock")] for p in cache_root.rglob("*.lock")}
+    assert locks == {kernel_cache._path(f"key-{i}") for i in (0, *range(3, 10))}   # with theirs
     assert kernel_cache.clear() == 9
     assert kernel_cache.load("key-0") is None
 
