@@ -4,6 +4,8 @@ import subprocess
 
 import pytest
 
+import parallel_run
+
 
 class GpuUnusable(RuntimeError):
     """nvidia-smi lists a GPU but CUDA cannot use it: the GPU tests must not skip quietly."""
@@ -52,7 +54,12 @@ def sm90_skip_reason(listed=gpu_listed):
     return None
 
 
+def pytest_addoption(parser):
+    parallel_run.add_option(parser)
+
+
 def pytest_configure(config):
+    config.pluginmanager.register(parallel_run.Parallel(config), "numba_tma_parallel")
     # CI (.ci/run) tests the installed package, not this checkout's sources: with
     # NUMBA_TMA_EXPECT_INSTALLED=1 an import from the checkout is an error.
     if os.environ.get("NUMBA_TMA_EXPECT_INSTALLED") == "1":
