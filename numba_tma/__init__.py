@@ -18,6 +18,7 @@ Kernels (functions; their modules are ``numba_tma.transpose_api`` and ``numba_tm
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
     ``numba_tma.matmul``    alpha * a @ b + beta * out on tensor cores (TMA + wgmma)
     ``numba_tma.release_outputs``  free the blocks that dropped numba outputs left for reuse
+    ``numba_tma.NoGPUError``  what every call raises where no usable sm_90 GPU or driver is
 Host side:
     ``numba_tma.TensorMap`` a validated CUtensorMap (tile mode) in device memory
     ``numba_tma.Im2colTensorMap`` the same for im2col mode (NWC / NHWC / NDHWC convolutions)
@@ -40,10 +41,11 @@ from . import (bulk, cluster, fence, gmem, griddep, mbarrier, smem, swizzle, ten
                tma, warp)
 from .tensormap import TensorMap
 from .tensormap_im2col import Im2colTensorMap
-from . import matmul_api, transpose_api
+from . import barrier, launch, matmul_api, transpose_api, wgmma
 from .matmul_api import matmul
 from .transpose_api import transpose
 from ._arrays import release_outputs
+from ._device import NoGPUError
 
 # The modules were numba_tma/transpose.py and numba_tma/matmul.py, names the functions above
 # shadow. Their old dotted names still import the modules (``from numba_tma.transpose import
@@ -52,7 +54,25 @@ from ._arrays import release_outputs
 sys.modules[__name__ + ".transpose"] = transpose_api
 sys.modules[__name__ + ".matmul"] = matmul_api
 
-__all__ = ["Im2colTensorMap", "TensorMap", "bulk", "cluster", "fence", "gmem", "griddep", "matmul",
-           "matmul_api", "mbarrier", "release_outputs", "smem", "swizzle", "tensormap_device",
-           "tma", "transpose", "transpose_api", "warp"]
+# Imported on first use: neither is needed to build or launch a kernel, and the bench toolkit
+# sits above the public API (the README's Architecture).
+_LAZY = ("bench", "offline")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")   # also binds the attribute
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = ["Im2colTensorMap", "NoGPUError", "TensorMap", "barrier", "bench", "bulk", "cluster",
+           "fence", "gmem", "griddep", "launch", "matmul", "matmul_api", "mbarrier", "offline",
+           "release_outputs", "smem", "swizzle", "tensormap_device", "tma", "transpose",
+           "transpose_api", "warp", "wgmma"]
 __version__ = "0.1.0"

@@ -70,7 +70,8 @@ def allocate_like(like, shape, dtype_name=None, stream=0, ctx_id=None):
     if type(like).__module__.split(".")[0] == "cupy":
         import cupy
 
-        return cupy.empty(shape, dtype=dtype)
+        with like.device:               # CuPy allocates on its own current device otherwise
+            return cupy.empty(shape, dtype=dtype)
     return stream_ordered_array(shape, dtype, stream, ctx_id)
 
 

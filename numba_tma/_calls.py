@@ -124,7 +124,11 @@ def _torch_stream(t):
 def _cupy_stream(x):
     import cupy
 
-    return cupy.cuda.get_current_stream().ptr
+    try:                                # the current stream of the array's own device
+        return cupy.cuda.get_current_stream(x.device.id).ptr
+    except TypeError:                   # a CuPy without the device argument
+        with x.device:
+            return cupy.cuda.get_current_stream().ptr
 
 
 _stream_of = {}

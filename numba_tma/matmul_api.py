@@ -14,8 +14,10 @@ needs every row pitch to be a multiple of 16 bytes (8 half-precision or 4 float3
 
 import functools
 import math
+import numbers
 import os
 import threading
+from typing import NamedTuple
 
 import numpy as np
 from numba import cuda, types
@@ -26,7 +28,7 @@ from ._device import require_hopper
 from .launch import context_id, context_id_or_none, is_capturing, stream_handle
 from .kernels import gemm_tma, gemm_wgmma
 from .kernels._descriptors import descriptor_map, retarget
-from .operands import check_device, dtype_name, read_operand
+from .operands import check_device, dtype_name, launch_device, operand_device, read_operand
 
 __all__ = ["matmul", "matmul_kernels", "MatmulPlan", "plan_matmul"]
 
@@ -66,15 +68,15 @@ def _kind(array, argname, table):
     return kind
 
 
-def _major(view, argname, prefer_row=False):
-    """(storage view, k_or_row_major): the C-contiguous array behind a 2-D row- or column-major
-    ``view``, and whether ``view`` itself is row-major (``prefer_row``: a single row or column
-    counts as row-major, as ``out`` must be)."""
-    if view.ndim != 2:
-        raise ValueError(f"{argname} must be 2-D; got shape {tuple(view.shape)}")
-    item = view.dtype.itemsize
-    rows, cols = view.shape
-    s0, s1 = view.strides
+def _matrix(op, argname, prefer_row=False):
+    """``(row_major, storage)`` of a 2-D operand: whether it is row-major (else column-major, read
+    as its C-contiguous transpose) and the (rows, cols) of that C-contiguous storage
+    (``prefer_row``: a single row or column counts as row-major, as ``out`` must be)."""
+    if len(op.shape) != 2:
+        raise ValueError(f"{argname} must be 2-D; got shape {op.shape}")
+    item = op.itemsize
+    rows, cols = op.shape
+    s0, s1 = op.strides if op.strides is not None else (cols * item, item)
     row = (s1 == item or cols <= 1) and (s0 == cols * item or rows <= 1)
     col = (s0 == item or rows <= 1) and (s1 == rows * item or cols <= 1)
     if row and col and not prefer_row:
@@ -82,11 +84,11 @@ def _major(view, argname, prefer_row=False):
         # N = 1 operand still has a TMA-sized contiguous dimension (the fuzz test found it).
         row = cols >= rows
     if row:
-        return view, True
+        return True, (rows, cols)
     if col:
-        return _transposed(view), False
+        return False, (cols, rows)
     raise ValueError(f"{argname} must be row-major or column-major contiguous; its strides are "
-                     f"{view.strides} bytes for shape {view.shape} (make a contiguous copy)")
+                     f"{(s0, s1)} bytes for shape {op.shape} (make a contiguous copy)")
 
 
 def _transposed(view):
@@ -97,21 +99,27 @@ def _transposed(view):
                          stream=view.stream, gpu_data=view.gpu_data)
 
 
-def _check_tma(storage, argname, layout):
-    ptr = storage.__cuda_array_interface__["data"][0]
-    if ptr % TMA_ALIGN:
-        raise ValueError(f"{argname}'s data address {ptr:#x} must be {TMA_ALIGN}-byte aligned "
+def _check_tma(op, storage, argname, layout):
+    if op.ptr % TMA_ALIGN:
+        raise ValueError(f"{argname}'s data address {op.ptr:#x} must be {TMA_ALIGN}-byte aligned "
                          f"for TMA")
-    inner = storage.shape[-1]
-    if (inner * storage.dtype.itemsize) % TMA_ALIGN:
+    inner = storage[1]
+    if (inner * op.itemsize) % TMA_ALIGN:
         raise ValueError(f"{argname} is {layout}: its contiguous dimension ({inner} elements of "
-                         f"{storage.dtype.itemsize} bytes = {inner * storage.dtype.itemsize} "
+                         f"{op.itemsize} bytes = {inner * op.itemsize} "
                          f"bytes) must be a multiple of {TMA_ALIGN} bytes for TMA; pad it")
 
 
-def _span(view):
-    ptr = view.__cuda_array_interface__["data"][0]
-    return ptr, ptr + view.size * view.dtype.itemsize
+def _span(op):
+    return op.ptr, op.ptr + op.size * op.itemsize
+
+
+def _scalar(value, argname):
+    """``value`` as a float: alpha and beta are real numbers (a bool or a string is refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{argname} must be a real number; got {value!r} "
+                        f"({type(value).__name__})")
+    return float(value)
 
 
 class MatmulPlan:
@@ -130,46 +138,84 @@ class MatmulPlan:
                 f"b={'NxK' if self.b_kmajor else 'KxN'}, {self.in_kind}->{self.out_kind}, {self.config})")
 
 
-def plan_matmul(a, b, out, config=None):
-    """Validate ``a``, ``b``, ``out`` (all required) and return the :class:`MatmulPlan`."""
-    for name, array in (("a", a), ("b", b), ("out", out)):      # before any driver call
-        check_device(read_operand(array, name, writable=name == "out"), name)
+class _Checked(NamedTuple):
+    """What :func:`check_matmul` found: the layouts, kinds and sizes, and the config."""
+
+    a_row: bool
+    b_row: bool
+    out_row: bool | None
+    in_kind: str
+    out_kind: str | None
+    m: int
+    n: int
+    k: int
+    ragged: bool        # neither A's nor B's rows in memory are whole 128-byte lines
+    config: object      # as given (None: plan_matmul chooses for the GPU)
+
+
+def check_matmul(a, b, out=None, config=None):
+    """Every check of ``matmul``'s operands that needs no GPU (errors are TypeError/ValueError
+    naming the argument, the same on a machine without a driver as on an H100); ``out`` None
+    checks ``a`` and ``b`` alone. Where numba sees several GPUs, every operand must be on
+    ``a``'s device, which the caller made current."""
+    ops = {}
+    for name, array in (("a", a), ("b", b), ("out", out)):
+        if array is not None:
+            ops[name] = read_operand(array, name, writable=name == "out")
+            check_device(ops[name], name, first="a")
     in_kind = _kind(a, "a", _IN_KINDS)
     if _kind(b, "b", _IN_KINDS) != in_kind:
         raise TypeError(f"a and b must have the same dtype; got {_dtype_label(a)} and "
                         f"{_dtype_label(b)}")
-    out_kind = _kind(out, "out", _OUT_KINDS)
-    va, vb, vo = numba_view(a, "a"), numba_view(b, "b"), numba_view(out, "out")
-    sa, a_row = _major(va, "a")
-    sb, b_row = _major(vb, "b")
-    m, k = va.shape
-    if vb.shape[0] != k:
-        raise ValueError(f"a is {m} x {k} but b is {vb.shape[0]} x {vb.shape[1]}: b must have "
+    out_kind = None if out is None else _kind(out, "out", _OUT_KINDS)
+    oa, ob = ops["a"], ops["b"]
+    a_row, sa = _matrix(oa, "a")
+    b_row, sb = _matrix(ob, "b")
+    m, k = oa.shape
+    if ob.shape[0] != k:
+        raise ValueError(f"a is {m} x {k} but b is {ob.shape[0]} x {ob.shape[1]}: b must have "
                          f"{k} rows")
-    n = vb.shape[1]
-    if tuple(vo.shape) != (m, n):
-        raise ValueError(f"out must have shape ({m}, {n}) for a {tuple(va.shape)} @ b "
-                         f"{tuple(vb.shape)}; got {tuple(vo.shape)}")
-    so, o_row = _major(vo, "out", prefer_row=True)
-    if not o_row and m > 1 and n > 1:
-        raise ValueError("out must be row-major (C-contiguous); got a column-major array")
+    n = ob.shape[1]
+    oo, o_row = ops.get("out"), None
+    if oo is not None:
+        if oo.shape != (m, n):
+            raise ValueError(f"out must have shape ({m}, {n}) for a {oa.shape} @ b "
+                             f"{ob.shape}; got {oo.shape}")
+        o_row, so = _matrix(oo, "out", prefer_row=True)
+        if not o_row and m > 1 and n > 1:
+            raise ValueError("out must be row-major (C-contiguous); got a column-major array")
     # Rows of A and B in memory (their contiguous dimension) that are not whole 128-byte lines.
-    ragged = all(v.shape[-1] * v.dtype.itemsize % 128 for v in (sa, sb))
-    config = config or choose_config(m, n, k, ragged_rows=ragged)
-    _family(config)
+    ragged = all(inner * op.itemsize % 128 for op, (_, inner) in ((oa, sa), (ob, sb)))
+    if config is not None:
+        _family(config)
     if m and n and k:
-        _check_tma(sa, "a", "M x K row-major" if a_row else "column-major (stored K x M)")
-        _check_tma(sb, "b", "N-contiguous (K x N row-major)" if b_row else
+        _check_tma(oa, sa, "a", "M x K row-major" if a_row else "column-major (stored K x M)")
+        _check_tma(ob, sb, "b", "N-contiguous (K x N row-major)" if b_row else
                    "column-major (stored N x K)")
-    if m and n:
-        _check_tma(so, "out", "row-major")
-    lo, hi = _span(vo)
-    for name, v in (("a", va), ("b", vb)):
-        vlo, vhi = _span(v)
-        if v.size and vo.size and vlo < hi and lo < vhi:
-            raise ValueError(f"out overlaps {name}; matmul cannot run in place")
+    if oo is not None:
+        if m and n:
+            _check_tma(oo, so, "out", "row-major")
+        lo, hi = _span(oo)
+        for name, op in (("a", oa), ("b", ob)):
+            vlo, vhi = _span(op)
+            if op.size and oo.size and vlo < hi and lo < vhi:
+                raise ValueError(f"out overlaps {name}; matmul cannot run in place")
+    return _Checked(a_row, b_row, o_row, in_kind, out_kind, m, n, k, ragged, config)
+
+
+def plan_matmul(a, b, out, config=None):
+    """Validate ``a``, ``b``, ``out`` (all required) and return the :class:`MatmulPlan`."""
+    c = check_matmul(a, b, out, config)
+    require_hopper("matmul")                    # the checks first: the same errors without a GPU
+    config = config or choose_config(c.m, c.n, c.k, ragged_rows=c.ragged)
+    _family(config)
+    va, vb, vo = numba_view(a, "a"), numba_view(b, "b"), numba_view(out, "out")
+    sa = va if c.a_row else _transposed(va)
+    sb = vb if c.b_row else _transposed(vb)
+    so = vo if c.out_row else _transposed(vo)
     # A row-major A is K-major; a row-major B (K x N) is N-major.
-    return MatmulPlan(sa, sb, so, a_row, not b_row, in_kind, out_kind, m, n, k, config)
+    return MatmulPlan(sa, sb, so, c.a_row, not c.b_row, c.in_kind, c.out_kind, c.m, c.n, c.k,
+                      config)
 
 
 def choose_config(m, n, k, ragged_rows=False):
@@ -574,6 +620,11 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     (so ``with torch.cuda.stream(s):`` orders it like a torch op), CuPy's current stream for
     CuPy arrays, else the default stream.
 
+    Devices: the call runs on the GPU ``a`` lives on (whatever numba's, torch's or CuPy's current
+    device), and ``out`` is allocated there; ``b`` and ``out`` on another device are a
+    ValueError. Argument errors come before anything touches the GPU, so they read the same on
+    a machine without one; there :class:`numba_tma.NoGPUError` follows them.
+
     Repeated calls: the launcher of the last operand sets is cached (by CUDA context, addresses,
     shapes, strides, dtypes, ``config`` and whether ``beta`` is 0), so a repeated call skips
     validation and planning, and new buffers of a layout already planned reuse the plan (its
@@ -582,8 +633,24 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     copy), which a capture cannot take: it raises RuntimeError inside a capture, so call once
     on the captured buffers before capturing.
     """
+    if type(alpha) is not float or type(beta) is not float:
+        alpha, beta = _scalar(alpha, "alpha"), _scalar(beta, "beta")
+    device = operand_device(a)
+    if device is not None and device != launch_device():
+        with cuda.gpus[device]:         # the operands decide where the call runs, as in torch
+            return _matmul(a, b, out, alpha, beta, out_dtype, config, stream)
+    return _matmul(a, b, out, alpha, beta, out_dtype, config, stream)
+
+
+#: (a's key, b's key, config, out dtype) of operands whose checks passed without ``out``.
+_checked_inputs = BoundedCache(256)
+
+
+def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
     handle = call_stream(stream, a)
     ctx = None
+    known_config = config is None or isinstance(config, _CONFIG_TYPES)   # else: reported below
+    cfg_key = config.key() if config is not None and known_config else None
     if out is None and out_dtype is None and beta == 0 and _torch_like(a, b):
         out = a.new_empty((a.shape[0], b.shape[1]))     # a's dtype; checked with a's below
     if out is None:
@@ -593,19 +660,24 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         kind = in_kind if out_dtype is None else _OUT_KINDS.get(_dtype_name(out_dtype))
         if kind is None:
             raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
+        # The checks before the allocation: a bad a or b gets its own error, on any machine.
+        inputs = (operand_key(a), operand_key(b), cfg_key, kind)
+        if None in inputs[:2] or not known_config or _checked_inputs.get(inputs) is None:
+            check_matmul(a, b, None, config)
+            require_hopper("matmul")
+            if None not in inputs[:2] and known_config:
+                _checked_inputs.put(inputs, True)
         ctx = context_id_or_none()
         out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind], stream=handle, ctx_id=ctx)
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
     ka, kb, ko = operand_key(a), operand_key(b), operand_key(out)
     key = layout_key = None
-    known_config = config is None or isinstance(config, _CONFIG_TYPES)   # else: reported below
     if ka is None or kb is None or ko is None or not known_config:
         ctx = None
     elif ctx is None:
         ctx = context_id_or_none()
     if ctx is not None:
-        cfg_key = None if config is None else config.key()
         key = (ctx, ka, kb, ko, cfg_key, beta != 0)
         run = _launchers.get(key)
         if run is not None:
@@ -613,17 +685,14 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
             return out
         layout_key = (ctx, ka[1:], kb[1:], ko[1:], ka[0] % TMA_ALIGN, kb[0] % TMA_ALIGN,
                       ko[0] % TMA_ALIGN, cfg_key, beta != 0)
-    require_hopper("matmul")
-    if is_capturing(handle):
-        raise RuntimeError("matmul: these operands (addresses, shapes or dtypes) are new, and "
-                           "their first call uploads tensor maps, which cannot happen during "
-                           "CUDA graph capture; call matmul once on the same buffers before "
-                           "capturing (allocate out before the capture, too)")
     layout = None if layout_key is None else _layouts.get(layout_key)
     if layout is not None and not layout.overlaps(ka[0], kb[0], ko[0]):
+        _refuse_capture(handle)
         run = layout.bind(ka[0], kb[0], ko[0])
     else:
-        layout = _Layout(plan_matmul(a, b, out, config), beta != 0)
+        plan = plan_matmul(a, b, out, config)       # every check, then the GPU's
+        _refuse_capture(handle)
+        layout = _Layout(plan, beta != 0)
         run = layout.bind()
         if layout_key is not None:
             _layouts.put(layout_key, layout)
@@ -631,6 +700,14 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         _launchers.put(key, run)
     run(alpha, beta, handle)
     return out
+
+
+def _refuse_capture(handle):
+    if is_capturing(handle):
+        raise RuntimeError("matmul: these operands (addresses, shapes or dtypes) are new, and "
+                           "their first call uploads tensor maps, which cannot happen during "
+                           "CUDA graph capture; call matmul once on the same buffers before "
+                           "capturing (allocate out before the capture, too)")
 
 
 def _torch_like(a, b):

@@ -19,13 +19,14 @@ launchers read their operands here (:func:`describe_array` is the tuple form ten
 from __future__ import annotations
 
 import bisect
+import sys
 import threading
 from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Operand", "read_operand", "check_device", "describe_array", "dtype_name",
-           "is_c_contiguous", "CAI_MAX_VERSION"]
+__all__ = ["Operand", "read_operand", "check_device", "operand_device", "describe_array",
+           "dtype_name", "is_c_contiguous", "CAI_MAX_VERSION"]
 
 #: The newest ``__cuda_array_interface__`` version whose fields this module knows (v3, numba's).
 CAI_MAX_VERSION = 3
@@ -236,14 +237,45 @@ def _device_count() -> int:
     return _devices[0]
 
 
+_libcuda = []
+
+
+def device_ordinal(ptr: int) -> int | None:
+    """The ordinal of the device ``ptr`` was allocated on, from the driver (None: not CUDA
+    memory). Asked of libcuda's C API: cuda-bindings 13.3.1 answers 0 for every pointer
+    (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, on a two-H100 host, 2026-11-27)."""
+    if not _libcuda:
+        import ctypes
+
+        try:
+            lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+            lib.cuPointerGetAttribute.argtypes = (ctypes.c_void_p, ctypes.c_int,
+                                                  ctypes.c_uint64)
+        except (OSError, AttributeError):
+            lib = None
+        _libcuda.append(lib)
+    lib = _libcuda[0]
+    if lib is None:
+        from cuda.bindings import driver
+
+        err, ordinal = driver.cuPointerGetAttribute(
+            driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+        return int(ordinal) if err == driver.CUresult.CUDA_SUCCESS else None
+    import ctypes
+
+    ordinal = ctypes.c_int(-1)
+    err = lib.cuPointerGetAttribute(ctypes.byref(ordinal), 9, ptr)   # ..._DEVICE_ORDINAL
+    return ordinal.value if err == 0 else None
+
+
 def _query_pointer(ptr: int) -> tuple[int, int, int] | None:
     """(device ordinal, allocation start, allocation size) of a device pointer from the driver,
     or None where ``ptr`` is not CUDA memory."""
     from cuda.bindings import driver
 
     attr, ok = driver.CUpointer_attribute, driver.CUresult.CUDA_SUCCESS
-    err, ordinal = driver.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-    if err != ok:
+    ordinal = device_ordinal(ptr)
+    if ordinal is None:
         return None
     err_s, start = driver.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr)
     err_n, nbytes = driver.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr)
@@ -283,8 +315,29 @@ def pointer_device(ptr: int, *, refresh: bool = False) -> int | None:
     return ordinal
 
 
-def check_device(op: Operand, argname: str, device: int | None = None) -> None:
-    """``op`` must live on the launch device (``device``, default numba's current one). Free on a
+def operand_device(array: Any) -> int | None:
+    """The ordinal of the GPU holding ``array`` where numba sees several (None with one GPU or
+    none: there the current device is the only one, and nothing is asked). torch tensors and
+    CuPy arrays name their device; anything else is asked of the driver by its address (once
+    per allocation). None as well for what is not a CUDA array: the checks report it."""
+    if _device_count() <= 1:
+        return None
+    device = getattr(array, "device", None)
+    for field in ("index", "id"):           # torch.device.index, cupy.cuda.Device.id
+        ordinal = getattr(device, field, None)
+        if type(ordinal) is int:
+            return ordinal
+    try:
+        ptr = int(array.__cuda_array_interface__["data"][0])
+    except Exception:                       # no interface (a host array): the checks say so
+        return None
+    return pointer_device(ptr) if ptr else None
+
+
+def check_device(op: Operand, argname: str, device: int | None = None,
+                 first: str | None = None) -> None:
+    """``op`` must live on the launch device (``device``, default numba's current one), which
+    the public calls make their first operand's (named ``first``, for the message). Free on a
     machine with one GPU or none (every device array is then on the launch device, or there is
     nothing to compare); with several, torch tensors name their device and other pointers are
     asked of the driver once per allocation."""
@@ -301,6 +354,10 @@ def check_device(op: Operand, argname: str, device: int | None = None) -> None:
             owner = pointer_device(op.ptr, refresh=True)      # a stale range, or really elsewhere
         if owner is None:
             raise ValueError(f"{argname}'s address {op.ptr:#x} is not CUDA device memory")
+    if owner != current and first not in (None, argname):
+        raise ValueError(f"{argname} lives on device {owner} but {first} lives on device "
+                         f"{current}; every operand of one call must be on the same device "
+                         f"(move {argname} there)")
     if owner != current:
         raise ValueError(f"{argname} lives on device {owner} but the launch device (numba's "
                          f"current device) is {current}; call inside "

@@ -26,17 +26,31 @@ def current_device_id() -> int:
     return cuda.get_current_device().id
 
 
+def _device_ordinal(address: int):
+    """(CUresult, ordinal) of ``address``: through :func:`numba_tma.operands.device_ordinal`
+    (libcuda's C API; the bindings answer 0 for every pointer) where libcuda loads."""
+    from .operands import device_ordinal
+
+    ordinal = device_ordinal(address)
+    if ordinal is None:
+        return driver.CUresult.CUDA_ERROR_INVALID_VALUE, 0
+    return driver.CUresult.CUDA_SUCCESS, ordinal
+
+
 def check_device(address: int) -> None:
     """The array must be device memory on numba's current device."""
     try:
         current = current_device_id()
-        err, ordinal = driver.cuPointerGetAttribute(
-            driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address
-        )
-    except Exception as exc:  # no driver, no device, or the driver failed to initialise
+    except Exception:  # no driver or device: NoGPUError, in one line
+        from ._device import no_gpu_error
+
+        raise no_gpu_error("a TensorMap") from None
+    try:
+        err, ordinal = _device_ordinal(address)
+    except Exception as exc:  # the driver failed after it initialised
         raise RuntimeError(
-            "cannot encode a tensor map: no usable CUDA driver/device "
-            f"({type(exc).__name__}: {exc})"
+            f"cannot encode a tensor map: {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())}"
         ) from exc
     if err != driver.CUresult.CUDA_SUCCESS:
         raise ValueError(

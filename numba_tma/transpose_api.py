@@ -33,12 +33,13 @@ from numba import cuda
 
 from ._arrays import allocate_like, numba_view
 from ._calls import BoundedCache, call_stream, operand_key
-from ._device import HOPPER_CC
+from ._device import HOPPER_CC, require_gpu
 from .kernels import transpose_sector, transpose_v6, transpose_vec
 from .kernels._grid import device_pointer
 from .ladders import transpose_classic, transpose_tma
 from .launch import context_id_or_none, is_capturing, numba_stream
-from .operands import check_device, is_c_contiguous, read_operand
+from .operands import (check_device, is_c_contiguous, launch_device, operand_device,
+                       read_operand)
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
 
@@ -63,7 +64,7 @@ def _describe(array, argname, writable=False):
     ``argname``; ``writable``: a read-only array is refused)."""
     if not numba_config.ENABLE_CUDASIM:
         op = read_operand(array, argname, writable=writable)
-        check_device(op, argname)
+        check_device(op, argname, first="src")
         return op.shape, op.strides, op.itemsize, op.dtype, op.ptr
     view = numba_view(array, argname)           # the simulator's arrays have no interface
     return (tuple(view.shape), tuple(view.strides), view.dtype.itemsize, view.dtype.name,
@@ -164,7 +165,14 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     address offsets) on any buffers reuse its launch, and may be captured in a CUDA graph
     (``torch.cuda.graph``), a fresh ``out`` allocated inside the capture included; a layout's
     first call must come before the capture.
+
+    Devices: runs on the GPU ``src`` lives on, whatever the current device; ``out`` elsewhere is
+    a ValueError. Without a usable GPU: :class:`numba_tma.NoGPUError`, after the checks.
     """
+    device = operand_device(src)
+    if device is not None and device != launch_device():
+        with cuda.gpus[device]:         # the operands decide where the call runs, as in torch
+            return transpose(src, out, kernel=kernel, stream=stream)
     ks = operand_key(src)
     if ks is not None and not numba_config.ENABLE_CUDASIM:
         handle = ctx = None
@@ -208,10 +216,12 @@ def _transpose(src, out, kernel, stream, key):
     """transpose() after every check; caches a v7/v8 launch under ``key``."""
     checked = _check_src(src)
     if out is None:
+        require_gpu("transpose")                # after src's checks, before the allocation
         shape = checked[0]
         out = allocate_like(src, shape[:-2] + (shape[-1], shape[-2]),
                             stream=call_stream(stream, src))
     s, o = _validate(src, out, checked)
+    require_gpu("transpose")
     if 0 in s.shape:
         return out
     name = _choose(s, o) if kernel is None else kernel

@@ -389,28 +389,26 @@ def test_unwritable_cache_dir_still_runs(monkeypatch, tmp_path):
     assert kernel_cache.load("key-x") is None
 
 
-def test_a_single_row_or_column_operand_is_stored_along_its_long_side(monkeypatch):
+def test_a_single_row_or_column_operand_is_stored_along_its_long_side():
     # K = 1 (or N = 1): a column-major A of shape (M, 1) is also "row-major" with 2-byte rows,
     # which TMA cannot load; it must be read as the column it is stored as. out stays row-major.
     import importlib
 
-    import numpy as np
+    from numba_tma.operands import Operand
 
     mm = importlib.import_module("numba_tma.matmul_api")
-    monkeypatch.setattr(mm, "_transposed", lambda v: ("transposed", v.shape[::-1]))
 
-    class View:
-        def __init__(self, shape, strides):
-            self.shape, self.strides, self.ndim = shape, strides, 2
-            self.dtype = np.dtype(np.float16)
+    def op(shape, strides):
+        return Operand(shape, strides, 2, "<f2", 1 << 20, False, None)
 
-    col = View((64, 1), (2, 128))
-    assert mm._major(col, "a") == (("transposed", (1, 64)), False)
-    assert mm._major(col, "out", prefer_row=True) == (col, True)
-    row = View((1, 64), (128, 2))
-    assert mm._major(row, "a") == (row, True)
+    col = op((64, 1), (2, 128))
+    assert mm._matrix(col, "a") == (False, (1, 64))
+    assert mm._matrix(col, "out", prefer_row=True) == (True, (64, 1))
+    row = op((1, 64), (128, 2))
+    assert mm._matrix(row, "a") == (True, (1, 64))
+    assert mm._matrix(op((8, 4), None), "a") == (True, (8, 4))        # C-contiguous
     with pytest.raises(ValueError, match="a must be row-major or column-major contiguous"):
-        mm._major(View((4, 8), (32, 4)), "a")
+        mm._matrix(op((4, 8), (32, 4)), "a")
 
 
 def test_prepared_launch_packs_one_buffer_as_the_kernel_parameters_lie():

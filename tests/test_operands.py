@@ -219,8 +219,9 @@ def test_device_check_asks_once_per_allocation(two_gpus):
 
 @not_on_simulator
 def test_array_on_another_device_is_refused(two_gpus):
-    with pytest.raises(ValueError, match=re.escape("out lives on device 1 but the launch device "
-                                                   "(numba's current device) is 0")):
+    with pytest.raises(ValueError, match=re.escape("out lives on device 1 but src lives on "
+                                                   "device 0; every operand of one call must "
+                                                   "be on the same device (move out there)")):
         api._validate(Fake((8, 16)), Fake((16, 8), ptr=OTHER))
     with pytest.raises(ValueError, match=re.escape("a lives on device 1")):
         mm.plan_matmul(FakeTorch((8, 8), index=1), Fake((8, 8), "<f2"), Fake((8, 8), ptr=BASE))
