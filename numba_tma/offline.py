@@ -248,14 +248,16 @@ def _run_tool(name, *args):
 # The address comment has no blank inside; the encoding lines ("/* 0x... */") do.
 _SASS_LINE = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s*(?P<insn>[^;]*);")
 _PREDICATE = re.compile(r"^@!?U?P(?:T|\d+)\s+")
-_MNEMONIC = re.compile(r"^[A-Z0-9_][A-Z0-9_.]*")
+# Lower case too: wgmma's shape is part of its mnemonic ("HGMMA.64x256x16.F32").
+_MNEMONIC = re.compile(r"^[A-Z0-9_][A-Za-z0-9_.]*")
 
 
 def parse_mnemonics(sass):
-    """Full SASS mnemonics ("UTMALDG.2D", "SYNCS.EXCH.64") of a dump, in program order.
+    """Full SASS mnemonics ("UTMALDG.2D", "SYNCS.EXCH.64", "HGMMA.64x256x16.F32") of a dump,
+    in program order: the instruction's whole first word, every dotted modifier kept.
 
-    Works on ``cuobjdump -sass`` and ``nvdisasm`` output; predicates ("@P0",
-    "@!UPT") and operands are dropped.
+    Works on ``cuobjdump -sass`` and ``nvdisasm`` output (with or without ``-hex``);
+    predicates ("@P0", "@!UPT"), operands, labels and directives are dropped.
     """
     mnemonics = []
     for line in sass.splitlines():
@@ -361,6 +363,15 @@ class KernelBinary:
     frame, so it shows up in ``stack_bytes`` (and LDL/STL), not ``local_bytes``.
     Opcode counts cover the whole cubin: after whole-program LTO that is the
     kernel and whatever it still calls.
+
+    Mnemonics are full, every dotted modifier and shape kept, as the SASS spells
+    them: ``UTMALDG.2D``, ``SYNCS.EXCH.64``, ``HGMMA.64x256x16.F32``
+    (:func:`parse_mnemonics`). ``mnemonics()`` lists them in program order and
+    ``opcodes()`` counts them (exact keys: ``opcodes()["UTMALDG.2D"]``);
+    ``count(prefix)`` / ``has(prefix)`` match by string prefix, so
+    ``count("UTMALDG")`` counts every rank and mode, ``count("HGMMA.64x256x16")``
+    one shape, ``count("BRA")`` both ``BRA`` and ``BRA.U.ANY`` (and ``count("LDS")``
+    ``LDSM`` too: ``opcodes()`` has the exact counts).
     """
 
     name: str
@@ -408,6 +419,7 @@ class KernelBinary:
         return sum(n for op, n in self._opcodes.items() if op.startswith(prefix))
 
     def has(self, prefix: str) -> bool:
+        """Whether some SASS mnemonic starts with ``prefix``."""
         return self.count(prefix) > 0
 
     def summary(self) -> str:

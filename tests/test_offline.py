@@ -251,6 +251,42 @@ def test_parse_opcodes_on_canned_sass():
     assert kb.count("EXIT") == 1
 
 
+# nvdisasm's layout (no encodings unless -hex; labels, directives and backquoted targets).
+CANNED_NVDISASM = """
+	.section	.text._Z1kv,"ax",@progbits
+        /*0004*/ 	.word	index@(_Z1kv)
+.L_x_0:
+        /*1980*/                   HGMMA.64x256x16.F32 R24, gdesc[UR4], RZ, !UPT ;
+        /*1a40*/                   HGMMA.64x192x16.F32.BF16 R24, gdesc[UR4].tnspA, R24, gsb0 ;
+        /*1a50*/                   QGMMA.64x64x32.F32.E5M2.E4M3 R24, R88, gdesc[UR8], R24 ;
+        /*1ad0*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*1ae0*/              @!PT LDS RZ, [RZ] ;
+        /*1af0*/              @UP0 UTMASTG.2D [UR4], [UR6] ;  /* 0x00000004060073b5 */
+        /*1b00*/               @P0 BRA `(.L_x_0) ;
+        /*22f0*/                   BRA `(.L_x_12);
+"""
+
+
+def test_parse_mnemonics_keeps_the_whole_mnemonic():
+    assert parse_mnemonics(CANNED_NVDISASM) == [
+        "HGMMA.64x256x16.F32", "HGMMA.64x192x16.F32.BF16", "QGMMA.64x64x32.F32.E5M2.E4M3",
+        "WARPGROUP.DEPBAR.LE", "LDS", "UTMASTG.2D", "BRA", "BRA"]
+    # cuobjdump's layout: the same instruction gives the same mnemonic.
+    line = ("        /*1980*/                   HGMMA.64x256x16.F32 R24, gdesc[UR4], RZ, !UPT ;"
+            "   /* 0x03e00000041879f0 */\n"
+            "                                                                  "
+            "/* 0x000fe20008000000 */\n")
+    assert parse_mnemonics(line) == ["HGMMA.64x256x16.F32"]
+    kb = KernelBinary(
+        name="_Z1kv", arch="sm_90a", cubin=b"", sass=CANNED_NVDISASM, info_log="",
+        registers=10, shared_bytes=0, local_bytes=0, stack_bytes=0,
+        spill_stores=0, spill_loads=0, barriers=0,
+    )
+    assert kb.count("HGMMA.64x256x16") == 1 and kb.count("HGMMA") == 2 and kb.count("GMMA") == 0
+    assert kb.count("QGMMA.64x64x32.F32.E5M2") == 1 and kb.opcodes()["HGMMA.64x256x16.F32"] == 1
+    assert kb.count("UTMASTG") == 1 and kb.count("BRA") == 2
+
+
 def test_parse_resources():
     log = (
         "ptxas info    : 0 bytes gmem\n"
