@@ -218,7 +218,11 @@ def main(argv=None):
         return 0
 
     from numba_tma import precompile
-    from numba_tma.bench.env import gpu_environment, package_versions
+    from numba_tma.bench.env import gpu_environment, package_versions, require
+
+    if args.gpu:                        # without --gpu it compiles offline: no GPU needed
+        require("benches/compile.py --gpu", torch="for the first calls",
+                gpu="for the launch path and first calls", hopper=True)
 
     patterns = [x.strip() for x in args.kernels.split(",") if x.strip()]
     todo = [t for t in bench_targets()

@@ -142,15 +142,19 @@ def parse_args(argv=None):
                    default=list(DEFAULT_DTYPES),
                    help="comma list of input dtypes, each run at every shape "
                         "(default float16,bfloat16)")
-    p.add_argument("--kernels", default=None, help="comma list or globs of kernel names")
+    p.add_argument("--kernels", default=None,
+                   help="comma list or globs of kernel names (default: all)")
     p.add_argument("--config", dest="configs", type=bench.argparse_type(parse_config),
                    action="append", default=[], metavar="NAME=FIELD=VALUE,...",
                    help="an extra kernel row NAME forcing WgmmaConfig(FIELD=VALUE, ...) "
                         "(repeatable; always run)")
-    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=30)
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=30,
+                   help="timed runs per kernel and round (default 30); the median is the "
+                        "round's figure")
     p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=3,
                    help="timing rounds, each over cuBLAS, Triton and every kernel (default 3)")
-    p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5)
+    p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5,
+                   help="untimed runs before each timing (default 5)")
     bench.add_output_args(p, seed_help="seed for the inputs (default: fresh)")
     args = p.parse_args(argv)
     shapes = [(s, s, s) for s in (args.size or DEFAULT_SIZES)]
@@ -457,10 +461,10 @@ def bench_dtype(torch, args, table, names, run, dtype, tune_triton, hold):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch, why = bench.import_optional("torch")
-    if torch is None:
-        bench.log(f"torch is needed for the cuBLAS baseline and inputs: {why}")
-        return 2
+    bench.require("benches/gemm.py", torch="to time cuBLAS and make the inputs",
+                  gpu="to run its GEMMs", hopper=True, plot=args.plot)
+    import torch
+
     torch.backends.cuda.matmul.allow_tf32 = False
     gen = torch.Generator(device="cuda")
     gen.manual_seed(args.seed if args.seed is not None else int(time.time()))
@@ -470,13 +474,13 @@ def main(argv=None):
           f"{env['driver']}; {', '.join(args.dtypes)} inputs; median of {args.iters} runs after "
           f"{args.warmup} warm-ups, {args.rounds} rounds")
     if tune_triton is None:
-        bench.log(f"no Triton baseline: {triton_why}")
+        bench.log(f"no Triton baseline (optional: pip install triton): {triton_why}")
     try:
         table = kernels(torch, args.configs)
-    except ValueError as exc:
+        names = bench.select_names(table, args.kernels)
+    except ValueError as exc:           # a --config name taken, a --kernels pattern unmatched
         bench.log(str(exc))
         return 2
-    names = bench.select_names(table, args.kernels)
     names += [name for name, _ in args.configs if name not in names]
     hold = (lambda: torch.cuda._sleep(HOLD_CYCLES)) if hasattr(torch.cuda, "_sleep") else None
     results, failed = [], False

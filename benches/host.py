@@ -45,9 +45,12 @@ def parse_args(argv=None):
         lambda t: [bench.positive_int(x) for x in t.split(",")]), default=list(DEFAULT_SIZES),
         help="comma list of n (default 256,1024,4096)")
     p.add_argument("--ops", default=None, help="comma list or globs of op names")
-    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=200)
-    p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=5)
-    p.add_argument("--warmup", type=bench.argparse_type(bench.positive_int), default=3)
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=200,
+                   help="back-to-back calls timed per op and round (default 200)")
+    p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=5,
+                   help="rounds over the ops; an op's figure is their median (default 5)")
+    p.add_argument("--warmup", type=bench.argparse_type(bench.positive_int), default=3,
+                   help="untimed calls per op first: compilation, planning, caches (default 3)")
     p.add_argument("--no-cold", action="store_true", help="skip the two fresh-process runs")
     bench.add_output_args(p)
     return p.parse_args(argv)
@@ -149,10 +152,10 @@ def line(r):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch, why = bench.import_optional("torch")
-    if torch is None:
-        bench.log(f"torch is needed: {why}")
-        return 2
+    bench.require("benches/host.py", torch="for its tensors and torch's own ops",
+                  gpu="for matmul() and transpose()", hopper=True, plot=args.plot)
+    import torch
+
     if not hasattr(torch.cuda, "_sleep"):
         bench.log("torch.cuda._sleep is needed to hold the GPU while calls are queued")
         return 2
@@ -163,7 +166,11 @@ def main(argv=None):
     results = []
     for n in args.sizes:
         table = {**ops(torch, n), **framework_ops(n)}
-        names = bench.select_names(table, args.ops)
+        try:
+            names = bench.select_names(table, args.ops)
+        except ValueError as exc:       # an --ops pattern matching nothing: one line, no traceback
+            bench.log(f"error: --ops: {exc}")
+            return 2
         for name in names:
             for _ in range(args.warmup):
                 table[name]()

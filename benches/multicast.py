@@ -70,8 +70,10 @@ def parse_args(argv=None):
                    help=f"columns of b, uint32 words, a multiple of 4 (default {DEFAULT_W})")
     p.add_argument("--clusters", type=bench.argparse_type(parse_clusters),
                    default=list(DEFAULT_CLUSTERS), help="comma list of cluster sizes (2,4)")
-    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=50)
-    p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5)
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=50,
+                   help="timed runs per variant (default 50); the median is reported")
+    p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5,
+                   help="untimed runs before timing (default 5)")
     bench.add_output_args(p, seed_help="seed for the inputs (default: fresh)")
     args = p.parse_args(argv)
     if args.w % 4:
@@ -155,6 +157,8 @@ def run(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    bench.require("benches/multicast.py", gpu="for TMA multicast in clusters", hopper=True,
+                  plot=args.plot)
     env = bench.gpu_environment()
     print(f"# {BENCH}: {env['gpu']} (cc {env['compute_capability']}, {env['sm_count']} SMs), "
           f"driver {env['driver']}; b {args.k} x {args.w} uint32; median of {args.iters} after "

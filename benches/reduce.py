@@ -257,6 +257,8 @@ def main(argv=None, library=None):
     """Run the bench; ``library`` stands in for numba_tma.kernels.reduce (the tests pass fakes:
     anything with ``sum_axis0(x, out=)`` and ``sum_axis0_launcher(x, out=)``)."""
     args = parse_args(argv)
+    bench.require("benches/reduce.py", gpu="for TMA add-reductions", hopper=True,
+                  plot=args.plot)
     red = library
     if red is None:
         try:
@@ -265,14 +267,6 @@ def main(argv=None, library=None):
             print(f"error: numba_tma.kernels.reduce is not importable ({bench.why(exc)})",
                   file=sys.stderr)
             return 2
-    from numba import cuda
-
-    try:
-        cuda.current_context()
-    except Exception as exc:
-        print(f"error: no usable CUDA GPU ({bench.why(exc)}); this bench only runs on the GPU",
-              file=sys.stderr)
-        return 2
     torch = cupy = None
     reasons = {"torch": "--no-baselines", "cupy": "--no-baselines"}
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":          # the tests' dry run

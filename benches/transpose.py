@@ -597,6 +597,8 @@ def run_config(shape, dtype, args, library, selected, torch, cupy, reasons, tool
 def main(argv=None, library=None):
     """Run the bench; ``library`` overrides ``load_library()`` (tests pass fakes)."""
     args = parse_args(argv)
+    bench.require("benches/transpose.py", gpu="to run the kernels (sm_90 for the TMA ones)",
+                  plot=args.plot)
     if library is None:
         try:
             library = load_library()
@@ -628,8 +630,8 @@ def main(argv=None, library=None):
     try:
         cuda.current_context()               # create the context before reading the device
     except Exception as exc:
-        print(f"error: no usable CUDA GPU ({bench.why(exc)}); this bench only runs on the GPU",
-              file=sys.stderr)
+        print(f"error: no usable CUDA GPU ({bench.one_line(bench.why(exc))}); this bench only "
+              f"runs on the GPU", file=sys.stderr)
         return 2
     env = bench.gpu_environment()
     versions = bench.package_versions()

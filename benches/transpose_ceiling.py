@@ -132,10 +132,13 @@ def pattern_launch(d_src, d_out, M, N, spec):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--iters", type=bench.positive_int, default=20)
-    p.add_argument("--warmup", type=bench.nonnegative_int, default=3)
+    p.add_argument("--iters", type=bench.positive_int, default=20,
+                   help="timed runs per kernel and round (default 20)")
+    p.add_argument("--warmup", type=bench.nonnegative_int, default=3,
+                   help="untimed runs before each timing (default 3)")
     p.add_argument("--rounds", type=bench.positive_int, default=3,
-                   help="interleaved rounds; the median of their medians is reported")
+                   help="interleaved rounds; the median of their medians is reported "
+                        "(default 3)")
     bench.add_output_args(p)
     return p.parse_args(argv)
 
@@ -182,6 +185,8 @@ def measure(shape, args, rng):
 
 def main(argv=None):
     args = parse_args(argv)
+    bench.require("benches/transpose_ceiling.py", gpu="to run the pattern kernels",
+                  plot=args.plot)
     env = bench.gpu_environment()
     versions = bench.package_versions()
     print(f"GPU: {env.get('gpu')}, driver {env.get('driver')}")

@@ -24,14 +24,23 @@ BENCH = "transpose_tune"          # its plot: numba_tma.bench.plot.PLOTS
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", nargs=2, type=int, default=[32768, 32768])
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--groups", default="8x8")
-    ap.add_argument("--blocks", default="auto")
-    ap.add_argument("--l2", default="0")
-    ap.add_argument("--sub", default="auto", help="sub-tiles per tile, e.g. 1x1,2x2,4x2")
-    ap.add_argument("--stages", default="auto")
+    ap.add_argument("--shape", nargs=2, type=int, default=[32768, 32768], metavar=("M", "N"),
+                    help="input shape (default 32768 32768)")
+    ap.add_argument("--dtype", default="float32",
+                    help="numpy dtype name of the input (default float32)")
+    ap.add_argument("--iters", type=int, default=20,
+                    help="timed runs per setting (default 20); the median is reported")
+    ap.add_argument("--groups", default="8x8",
+                    help="comma list of supertile groups, RxC tiles (default 8x8)")
+    ap.add_argument("--blocks", default="auto",
+                    help="comma list of blocks per SM, or auto (default auto)")
+    ap.add_argument("--l2", default="0",
+                    help="comma list of the tensor maps' L2 promotion settings (default 0: "
+                         "none)")
+    ap.add_argument("--sub", default="auto",
+                    help="sub-tiles per tile, e.g. 1x1,2x2,4x2, or auto (default auto)")
+    ap.add_argument("--stages", default="auto",
+                    help="comma list of ring stages, or auto (default auto)")
     ap.add_argument("--seed-batches", action="store_true", help="also sweep tma_batched's batch")
     bench.add_output_args(ap)
     return ap.parse_args(argv)
@@ -54,6 +63,8 @@ def setting_label(cfg, group, blocks_per_sm, l2):
 
 def main(argv=None):
     args = parse_args(argv)
+    bench.require("benches/transpose_tune.py", torch="for the inputs and the check",
+                  gpu="for tma_pipelined", hopper=True, plot=args.plot)
 
     import numpy as np
     import torch

@@ -292,6 +292,8 @@ def table_row(row):
 
 def main(argv=None):
     args = parse_args(argv)
+    bench.require("benches/warp_gemm_banks.py", gpu="to run the rungs (sm_90 for stmatrix)",
+                  plot=args.plot)
     if args.run_only is not None:
         return run_only(args.run_only, args.seed)
     env = bench.gpu_environment()

@@ -837,3 +837,178 @@ def test_host_us_per_call_holds_the_gpu_first():
     us = toolkit.host_us_per_call(lambda: log.append("call"), 3, lambda: log.append("hold"),
                                  lambda: log.append("sync"))
     assert log == ["sync", "hold", "call", "call", "call", "sync"] and us >= 0
+
+
+# --- what the benches need: help text, one clear line where torch or the GPU is missing -------
+
+#: Every script in benches/ (a new one is checked as soon as it exists).
+ALL_SCRIPTS = sorted(p.stem for p in BENCHES.glob("*.py"))
+
+#: The scripts that need neither torch nor a GPU: plot.py draws (matplotlib), compile_floor.py
+#: times offline links.
+CPU_SCRIPTS = ("compile_floor", "plot")
+
+#: (script, argv, the needs its one line must name) on a machine without torch or a GPU;
+#: compile.py needs them only with --gpu (it compiles offline).
+NEEDS = [
+    ("compile", ["--gpu"], ("torch", "an sm_90 GPU")),
+    ("gemm", [], ("torch", "an sm_90 GPU")),
+    ("host", [], ("torch", "an sm_90 GPU")),
+    ("multicast", [], ("an sm_90 GPU",)),
+    ("reduce", [], ("an sm_90 GPU",)),
+    ("transpose", [], ("a CUDA GPU",)),
+    ("transpose_ceiling", [], ("a CUDA GPU",)),
+    ("transpose_tune", [], ("torch", "an sm_90 GPU")),
+    ("warp_gemm_banks", [], ("a CUDA GPU",)),
+]
+
+#: ``python -c`` this, MODULES, SCRIPT, ARGS...: runs SCRIPT as ``python SCRIPT ARGS`` would,
+#: with each of the comma list MODULES unimportable (None in sys.modules).
+WITHOUT = ("import runpy, sys; [sys.modules.__setitem__(m, None) for m in sys.argv[1].split(',')]; "
+           "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def run_without(script, *args, modules=("torch", "triton", "cupy"), cwd=ROOT):
+    """Run benches/``script``.py where ``modules`` cannot be imported and no GPU is visible
+    (CUDA_VISIBLE_DEVICES empty, no simulator): a CPU machine's view, also on a GPU machine."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    return subprocess.run([sys.executable, "-c", WITHOUT, ",".join(modules),
+                           str(BENCHES / f"{script}.py"), *map(str, args)],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def undocumented(help_text):
+    """The arguments an argparse ``--help`` lists without help text."""
+    bare, entry, sections = [], None, False
+    for line in help_text.splitlines() + [""]:
+        if line in ("positional arguments:", "options:", "optional arguments:"):
+            sections = True
+        if not sections:
+            continue
+        if line.startswith("   ") and entry:            # its help, on the lines below
+            entry[1] = True
+            continue
+        if entry and not entry[1]:
+            bare.append(entry[0])
+        entry = None
+        if line.startswith("  "):                       # an argument: invocation  help
+            invocation, _, text = line.strip().partition("  ")
+            entry = [invocation, bool(text.strip())]
+    return bare
+
+
+def test_undocumented_finds_arguments_without_help():
+    p = argparse.ArgumentParser(description="ends with a colon:")
+    p.add_argument("path")
+    p.add_argument("--documented", help="it says")
+    p.add_argument("--bare", type=int)
+    p.add_argument("--a-very-long-option-name", metavar="AN_EVEN_LONGER_METAVAR",
+                   help="help on the next line")
+    p.add_argument("--last")
+    assert undocumented(p.format_help()) == ["path", "--bare BARE", "--last LAST"]
+
+
+@pytest.mark.parametrize("script", ALL_SCRIPTS)
+def test_help_works_without_torch_or_gpu_and_documents_every_option(script):
+    proc = run_without(script, "--help", modules=("torch", "triton", "cupy", "matplotlib"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "usage:" in proc.stdout and undocumented(proc.stdout) == []
+
+
+def test_every_bench_states_its_needs():
+    # A new bench joins NEEDS (and calls numba_tma.bench.require) or CPU_SCRIPTS.
+    assert set(ALL_SCRIPTS) <= {script for script, _, _ in NEEDS} | set(CPU_SCRIPTS)
+    assert {"plot", "gemm", "transpose"} <= set(ALL_SCRIPTS)        # the glob found them
+
+
+@pytest.mark.parametrize("script,argv,needs", NEEDS, ids=[s for s, _, _ in NEEDS])
+def test_bench_without_torch_or_gpu_exits_with_one_line(script, argv, needs):
+    proc = run_without(script, *argv)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr     # no traceback, no noise
+    assert proc.stdout == ""                                         # nothing ran
+    line = lines[0]
+    assert line.startswith(f"benches/{script}.py")
+    wants, _, why = line.partition("; here: ")
+    assert why and "no usable CUDA GPU" in why
+    for need in needs:
+        assert need in wants
+    assert ("pip install torch" in wants) == ("torch" in needs)      # torch only where needed
+
+
+def test_bench_without_matplotlib_says_so_before_running():
+    proc = run_without("transpose_ceiling", "--plot", "c.png",
+                       modules=("torch", "triton", "cupy", "matplotlib"))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert 'matplotlib (pip install "numba_tma[plot]") to draw c.png' in proc.stderr
+
+
+def test_unmet_needs(monkeypatch):
+    from numba import cuda
+
+    from numba_tma.bench import env
+
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.setattr(env, "import_optional", lambda name: (None, f"{name} absent"))
+    device = types.SimpleNamespace(name=b"GPU 8", compute_capability=(8, 0))
+    monkeypatch.setattr(cuda, "get_current_device", lambda: device)
+    assert env.unmet_needs("b.py", gpu="to run") is None                  # any GPU will do
+    assert env.unmet_needs("b.py", gpu="to run", hopper=True) == (
+        "b.py needs an sm_90 GPU (Hopper: H100, H200) to run; here: the GPU (GPU 8) is sm_80")
+    assert env.unmet_needs("b.py", torch="for x", plot="p.png") == (
+        'b.py needs torch with CUDA (pip install torch) for x, and matplotlib (pip install '
+        '"numba_tma[plot]") to draw p.png; here: torch absent; matplotlib absent')
+    device.compute_capability = (9, 0)
+    monkeypatch.setattr(env, "import_optional", lambda name: (object(), None))
+    assert env.unmet_needs("b.py", torch="x", gpu="y", hopper=True, plot="p.png") is None
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")                 # the simulator's dry runs
+    monkeypatch.setattr(cuda, "get_current_device", lambda: 1 / 0)
+    assert env.gpu_problem(hopper=True) is None
+
+
+# --- plot.py writes only what its command line names ------------------------------------------
+
+def files_under(path):
+    return {p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()}
+
+
+def test_plot_writes_only_the_named_pngs(tmp_path):
+    pytest.importorskip("matplotlib")
+    doc = {"bench": "host", "gpu": "G", "results": [
+        {"op": "matmul(a, b)", "n": 256, "host_us": 40.0},
+        {"op": "matmul(a, b)", "n": 1024, "host_us": 30.0}]}
+    for name in ("in/a.json", "in/b.json", "other/a.json"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(json.dumps(doc))
+    (tmp_path / "in/bad.json").write_text(json.dumps({"bench": "nope", "results": []}))
+    inputs = files_under(tmp_path)
+
+    def plot(*args):
+        return subprocess.run([sys.executable, str(BENCHES / "plot.py"), *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)
+
+    # Without an output named, or with one PNG for two inputs, or two inputs of one name for
+    # one folder: a usage error, nothing written (never a PNG beside the JSON).
+    for args in (["in/a.json"], ["in/a.json", "in/b.json", "--png", "x.png"],
+                 ["in/a.json", "other/a.json", "--out-dir", "out"]):
+        proc = plot(*args)
+        assert proc.returncode == 2 and "--png" in proc.stderr, proc.stderr
+        assert files_under(tmp_path) == inputs
+    assert plot("in/a.json", "--png", "png/x.png").returncode == 0
+    assert files_under(tmp_path) == inputs | {"png/x.png"}
+    assert png_size(tmp_path / "png/x.png") == (1100, 450)
+    proc = plot("in/a.json", "in/bad.json", "in/b.json", "--out-dir", "out")
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        "in/bad.json: not drawn: no plot for bench 'nope'; plotted: " + ", ".join(toolkit.PLOTS)]
+    assert files_under(tmp_path) == inputs | {"png/x.png", "out/a.png", "out/b.png"}
+
+
+def test_plot_without_matplotlib_exits_with_one_line(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"bench": "host", "results": []}))
+    proc = run_without("plot", "a.json", "--png", "a.png", modules=("matplotlib",),
+                       cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        'benches/plot.py needs matplotlib (pip install "numba_tma[plot]") to draw the PNGs; '
+        'here: matplotlib not importable'), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and files_under(tmp_path) == {"a.json"}

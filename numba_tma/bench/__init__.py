@@ -13,7 +13,8 @@ turn, round after round, so a GPU clock that drifts with power shifts them alike
   numba-cuda's transpose and a tuned Triton matmul, as launchers;
 - :mod:`~numba_tma.bench.report`: the table printer, formatting, the result JSON writer with the
   GPU, driver and versions (``report_header`` + ``write_json``/``save_results``);
-- :mod:`~numba_tma.bench.env`: optional libraries, package versions, the GPU environment;
+- :mod:`~numba_tma.bench.env`: optional libraries, package versions, the GPU environment, and
+  ``require`` (a bench's one-line exit where torch, the GPU or matplotlib it needs is missing);
 - :mod:`~numba_tma.bench.args`: dtype names, argparse types, kernel selection, random inputs;
 - :mod:`~numba_tma.bench.plot`: result documents drawn as PNGs (matplotlib, optional, imported
   only when drawing).
@@ -33,7 +34,7 @@ from .args import (DTYPE_ALIASES, SUPPORTED_DTYPES, add_output_args, argparse_ty
                    nonnegative_int, parse_dtype, parse_dtype_list, positive_int, random_array,
                    select_names, uint_view_dtype)
 from .env import (context_alive, dist_version, free_device_memory, gpu_environment,
-                  import_optional, package_versions)
+                  gpu_problem, import_optional, package_versions, require, unmet_needs)
 from .plot import BASELINES, PLOTS, plot_panels, plot_size, write_plot
 from .report import (fmt, format_table, jsonable, log, one_line, report_header, save_results,
                      skippable, timestamp, why, write_json)
@@ -42,12 +43,13 @@ from .timing import (copy_bandwidth, do_bench, host_us_per_call, interleaved_rou
                      time_cuda_batch)
 
 __all__ = [
-    "add_output_args", "argparse_type", "BASELINES", "context_alive", "copy_bandwidth", "dist_version",
-    "do_bench", "DTYPE_ALIASES", "fmt", "format_table", "free_device_memory", "gbps",
-    "geomean", "gpu_environment", "host_us_per_call", "import_optional", "interleaved_rounds",
-    "jsonable", "log", "median", "nonnegative_int", "one_line", "package_versions",
-    "parse_dtype", "parse_dtype_list", "pct_of", "plot_panels", "plot_size", "PLOTS",
-    "positive_int", "random_array", "report_header", "save_results", "select_names",
-    "skippable", "speedup", "summarize", "SUPPORTED_DTYPES", "time_cuda", "time_cuda_batch",
-    "timestamp", "uint_view_dtype", "why", "write_json", "write_plot",
+    "add_output_args", "argparse_type", "BASELINES", "context_alive", "copy_bandwidth",
+    "dist_version", "do_bench", "DTYPE_ALIASES", "fmt", "format_table", "free_device_memory",
+    "gbps", "geomean", "gpu_environment", "gpu_problem", "host_us_per_call", "import_optional",
+    "interleaved_rounds", "jsonable", "log", "median", "nonnegative_int", "one_line",
+    "package_versions", "parse_dtype", "parse_dtype_list", "pct_of", "plot_panels", "plot_size",
+    "PLOTS", "positive_int", "random_array", "report_header", "require", "save_results",
+    "select_names", "skippable", "speedup", "summarize", "SUPPORTED_DTYPES", "time_cuda",
+    "time_cuda_batch", "timestamp", "uint_view_dtype", "unmet_needs", "why", "write_json",
+    "write_plot",
 ]

@@ -1,15 +1,19 @@
 """The environment of a bench result: optional GPU libraries (torch, CuPy, Triton), package
 versions, the GPU and its driver, and the CUDA context's health and memory. Every probe is lazy
-and falls back rather than raising.
+and falls back rather than raising. :func:`require` is the benches' check of what they need
+(torch, a GPU, matplotlib), made before any heavy work.
 """
 
 import gc
 import importlib
 import importlib.metadata
+import os
 import platform
 import sys
 
 import numpy as np
+
+from .report import one_line
 
 
 def import_optional(name):
@@ -26,6 +30,65 @@ def import_optional(name):
     except Exception as exc:
         return None, f"{name} cannot use the GPU ({type(exc).__name__}: {exc})"
     return mod, None
+
+
+def gpu_problem(hopper=False):
+    """Why no usable CUDA GPU (of compute capability 9.0 or newer where ``hopper``) is here, or
+    None. None under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``): it stands in for the GPU
+    in the benches' dry runs."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return None
+    try:
+        from numba import cuda
+
+        dev = cuda.get_current_device()
+        cc = tuple(dev.compute_capability)
+    except Exception as exc:        # no driver, no device, a broken install
+        text = one_line(f"{type(exc).__name__}: {exc}")
+        head, stop, _ = text.partition(". ")        # its first sentence says what is wrong
+        return f"no usable CUDA GPU ({one_line(head + stop.strip() if stop else text)})"
+    if hopper and cc < (9, 0):
+        name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+        return f"the GPU ({name}) is sm_{cc[0]}{cc[1]}"
+    return None
+
+
+def unmet_needs(script, torch=None, gpu=None, hopper=False, plot=None):
+    """The one line saying what ``script`` needs and lacks here, or None when all is there.
+
+    ``torch``: what torch (with a CUDA device) is needed for; ``gpu``: what a CUDA GPU is needed
+    for, an sm_90 one where ``hopper``; ``plot``: what matplotlib would draw (``--plot``'s path),
+    None when nothing is drawn. Each given phrase reads after the need, e.g. "to time cuBLAS".
+    """
+    needs, problems = [], []
+    if torch:
+        mod, why = import_optional("torch")
+        if mod is None:
+            needs.append(f"torch with CUDA (pip install torch) {torch}")
+            problems.append(why)
+    if gpu:
+        problem = gpu_problem(hopper)
+        if problem:
+            kind = "an sm_90 GPU (Hopper: H100, H200)" if hopper else "a CUDA GPU"
+            needs.append(f"{kind} {gpu}")
+            problems.append(problem)
+    if plot:
+        mod, why = import_optional("matplotlib")
+        if mod is None:
+            needs.append(f'matplotlib (pip install "numba_tma[plot]") to draw {plot}')
+            problems.append(why)
+    if not needs:
+        return None
+    return f"{script} needs {', and '.join(needs)}; here: {'; '.join(problems)}"
+
+
+def require(script, torch=None, gpu=None, hopper=False, plot=None):
+    """Exit with status 2 and :func:`unmet_needs`' one line on stderr (no traceback) when what
+    ``script`` needs is missing here; call it first thing after parsing the arguments."""
+    line = unmet_needs(script, torch=torch, gpu=gpu, hopper=hopper, plot=plot)
+    if line:
+        print(line, file=sys.stderr, flush=True)
+        raise SystemExit(2)
 
 
 def dist_version(*names):
