@@ -71,6 +71,19 @@ def pytest_configure(config):
                                     f"({numba_tma.__file__}), not from the installed package")
 
 
+_gpu_skip = []          # the reason every GPU test skips for on this machine, once known
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # One line for the GPU tests' common skip under -rs (not one per test function): the
+    # report's location becomes tests/gpu, which pytest's summary folds on.
+    rep = (yield).get_result()
+    if rep.skipped and _gpu_skip and isinstance(rep.longrepr, tuple) and \
+            rep.longrepr[2] == "Skipped: " + _gpu_skip[0]:
+        rep.longrepr = (os.path.join("tests", "gpu"), None, rep.longrepr[2])
+
+
 def pytest_collection_modifyitems(config, items):
     reason = None
     checked = False
@@ -83,4 +96,5 @@ def pytest_collection_modifyitems(config, items):
                     pytest.exit(str(exc), returncode=3)
             item.add_marker(pytest.mark.gpu)
             if reason:
+                _gpu_skip[:] = [reason]
                 item.add_marker(pytest.mark.skip(reason=reason))
