@@ -74,6 +74,15 @@ def _points_compile(rows):
                 yield family, phase, name, seconds
 
 
+def _points_compile_floor(rows):
+    # benches/compile_floor.py: one panel, seconds per kernel of the link and of its two parts.
+    for r in rows:
+        name = r["kernel"].partition(" ")[2]
+        for series, field in (("link + start", "with_start_s"), ("link", "link_s"),
+                              ("nvvm", "nvvm_lto_s"), ("ptxas", "ptxas_s")):
+            yield "matmul", series, name, r[field]
+
+
 #: bench name -> (points(rows) yielding (panel, series, x label, y), y axis label, x axis label)
 PLOTS = {
     "gemm": (_points_gemm, "TFLOP/s", "M x N x K"),
@@ -85,6 +94,7 @@ PLOTS = {
     "warp_gemm_banks": (_points_banks, "bank conflicts (ncu)", "rung"),
     "transpose_tune": (_points_tune, "GB/s", "setting"),
     "compile": (_points_compile, "seconds, cold (cache off)", "kernel"),
+    "compile_floor": (_points_compile_floor, "seconds (best of runs)", "kernel"),
 }
 PLOT_DPI = 100
 PANEL_SIZE = (11.0, 4.5)       # inches per panel: 1100 x 450 pixels at PLOT_DPI
