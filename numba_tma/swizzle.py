@@ -18,7 +18,8 @@ the hardware.
 """
 
 import numpy as np
-from numba.cuda.extending import register_jitable
+from numba import types
+from numba.cuda.extending import overload, register_jitable
 
 __all__ = ["SPANS", "CHUNK_BYTES", "pattern_bytes", "row_pitch", "shared_bytes", "byte_offset",
            "index", "col", "physical_offsets", "shared_image", "logical_tile", "BANKS",
@@ -52,27 +53,38 @@ def row_pitch(row_elems, itemsize, span):
     return span
 
 
-@register_jitable
 def index(row, col, row_elems, itemsize, span):
     """Flat element index in shared memory of logical ``(row, col)`` of a box.
 
     ``row`` counts box rows (all outer dimensions flattened), ``row_elems`` is the box's inner
     dimension, ``itemsize`` the element size in bytes, ``span`` the map's swizzle (0, 32, 64,
-    128). Index a 1-D view of the tile with it.
+    128; another constant is refused when the kernel compiles, and on the host). Index a 1-D
+    view of the tile with it.
     """
+    _check_span(span)
+    return _index(row, col, row_elems, itemsize, span)
+
+
+@register_jitable
+def _index(row, col, row_elems, itemsize, span):
     pitch = row_pitch(row_elems, itemsize, span)
     return byte_offset(row * pitch + col * itemsize, span) // itemsize
 
 
-@register_jitable
 def col(row, col, itemsize, span):
     """Swizzled column of logical ``(row, col)`` in a 2-D tile of ``span // itemsize`` columns
-    (``0 <= col < span // itemsize``).
+    (``0 <= col < span // itemsize``; ``span`` 32, 64 or 128, or 0 for none).
 
     A swizzled row is exactly one span in shared memory and the swizzle never leaves it, so
     ``tile[row, swizzle.col(row, c, itemsize, span)]`` addresses a tile declared with shape
     ``(rows, span // itemsize)`` directly.
     """
+    _check_span(span)
+    return _col(row, col, itemsize, span)
+
+
+@register_jitable
+def _col(row, col, itemsize, span):
     if span == 0:
         return col
     # Row `row` starts in 128-byte line row // (128 // span), and col < span // itemsize keeps
@@ -86,6 +98,27 @@ def col(row, col, itemsize, span):
 def _check_span(span):
     if span not in SPANS:
         raise ValueError(f"span must be one of {SPANS} (bytes), got {span!r}")
+
+
+def _check_span_type(fname, span):
+    # A ValueError, not a TypingError: numba would retry the call with the constant widened to
+    # int64 and accept it. A span known only at run time is the caller's to keep in SPANS.
+    if isinstance(span, types.IntegerLiteral) and span.literal_value not in SPANS:
+        raise ValueError(f"{fname}: span must be one of {SPANS} (bytes), got "
+                         f"{span.literal_value}")
+
+
+@overload(index, prefer_literal=True)
+def _ov_index(row, col, row_elems, itemsize, span):
+    _check_span_type("swizzle.index", span)
+    return lambda row, col, row_elems, itemsize, span: _index(row, col, row_elems, itemsize,
+                                                              span)
+
+
+@overload(col, prefer_literal=True)
+def _ov_col(row, col, itemsize, span):
+    _check_span_type("swizzle.col", span)
+    return lambda row, col, itemsize, span: _col(row, col, itemsize, span)
 
 
 def shared_bytes(shape, itemsize, span):

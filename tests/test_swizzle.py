@@ -139,3 +139,36 @@ def test_bank_map_module_runs_as_a_script(tmp_path):
                           check=True)
     assert proc.stdout.splitlines()[1].split()[:4] == ["8", "9", "10", "11"]    # bytes 32-47
     assert "RuntimeWarning" not in proc.stderr
+
+
+def test_a_span_outside_spans_is_refused_on_the_host_and_when_compiling():
+    from numba import cuda
+
+    from numba_tma.offline import compile_kernel
+
+    with pytest.raises(ValueError, match=r"span must be one of \(0, 32, 64, 128\) \(bytes\), got 48"):
+        swizzle.index(0, 7, 8, 4, 48)
+    with pytest.raises(ValueError, match="got 16"):
+        swizzle.col(1, 2, 4, 16)
+    assert swizzle.index(4, 1, 8, 4, 32) == 37 and swizzle.col(1, 2, 4, 128) == 6   # swizzled
+
+    @cuda.jit
+    def bad_index(out):
+        out[0] = swizzle.index(cuda.threadIdx.x, 7, 8, 4, 48)
+
+    @cuda.jit
+    def bad_col(out):
+        out[0] = swizzle.col(cuda.threadIdx.x, 2, 4, 96)
+
+    @cuda.jit
+    def good(out, span):                    # a run-time span: the caller keeps it in SPANS
+        i = cuda.threadIdx.x
+        out[i] = swizzle.index(i, 7, 8, 4, 128) + swizzle.col(i, 2, 4, 64) + \
+            swizzle.index(i, 1, 8, 4, span)
+
+    with pytest.raises(ValueError, match=r"swizzle.index: span must be one of .* got 48"):
+        compile_kernel(bad_index, "void(int64[::1])")
+    with pytest.raises(ValueError, match=r"swizzle.col: span must be one of .* got 96"):
+        compile_kernel(bad_col, "void(int64[::1])")
+    kb = compile_kernel(good, "void(int64[::1], int64)")
+    assert kb.count("CALL") == 0 and kb.stack_bytes == 0
