@@ -1,5 +1,5 @@
-"""Every performance figure in the README and in numba_tma's docstrings and comments comes from a
-committed result: it is, at the precision printed, some number in a file under ``benches/results/``
+"""Every performance figure in the README, in docs/ and in numba_tma's docstrings and comments comes
+from a committed result: it is, at the precision printed, some number in a file under ``benches/results/``
 (the JSON the benches wrote, or the text of a run). A figure typed by hand, rounded differently,
 quoted from a side run that was never committed, or left behind when a result was replaced fails
 here.
@@ -193,9 +193,15 @@ def python_prose(source):
     return "".join(chars)
 
 
+def markdown_files():
+    """The README and every Markdown file under docs/ (the rung histories live there)."""
+    return [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
+
+
 def prose_files():
-    """(path relative to the checkout, prose) of the README and every numba_tma module."""
-    yield "README.md", readme_prose((ROOT / "README.md").read_text())
+    """(path relative to the checkout, prose) of the README, docs/ and every numba_tma module."""
+    for path in markdown_files():
+        yield path.relative_to(ROOT).as_posix(), readme_prose(path.read_text())
     for path in sorted((ROOT / "numba_tma").rglob("*.py")):
         yield path.relative_to(ROOT).as_posix(), python_prose(path.read_text())
 
@@ -214,8 +220,9 @@ def unsourced_figures(name, text, by_kind):
 def test_readme_table_figures_come_from_results():
     numbers = result_numbers()
     assert len(numbers) > 1000, "benches/results holds no results"
-    missing = [f"README.md:{i}: {token} in {line.strip()[:80]}"
-               for i, token, line in table_numbers((ROOT / "README.md").read_text())
+    missing = [f"{path.relative_to(ROOT).as_posix()}:{i}: {token} in {line.strip()[:80]}"
+               for path in markdown_files()
+               for i, token, line in table_numbers(path.read_text())
                if not sourced(token, numbers)]
     assert not missing, "figures with no committed result:\n" + "\n".join(missing)
 

@@ -2,89 +2,20 @@
 producer warpgroup and two consumer warpgroups, or one (16-bit inputs, fp32 accumulation,
 f16/bf16/f32 output). What ``numba_tma.matmul`` runs on sm_90.
 
-The ladder (H100, ``benches/results/gemm-h100-2026-11-25.json``, fp16 in and out, unless another
-run is named; below it ``gemm_tma``'s
-``mma.sync`` kernel, 465-475 TFLOP/s at 4096^3-8192^3 = 0.62-0.63x cuBLAS, and the one-warpgroup
-probe ``wgmma_probe``):
+Configurations (:class:`WgmmaConfig`; which ``matmul()`` chooses where, and what each measured,
+is the ladder in ``docs/gemm.md``):
 
-1. ``WgmmaConfig(persistent=False)``, one block per tile (described below): wgmma alone lifts
-   4096^3 to 698 TFLOP/s and 8192^3 to 714 (0.93x / 0.94x cuBLAS). ``matmul()`` runs it with
-   128 x 128 or 128 x 64 tiles where those fit in one wave, as there is no next tile to
-   overlap: 1024^3 fp16 9.5 us against the persistent rung's 10.4
-   (``benches/results/gemm-small-h100.txt``). With ``cluster_n=2`` CTA pairs along N share A
-   (each loads one 64-row half of every A slice and multicasts it; the slots wait for both
-   CTAs' consumers, and each producer drains its barriers before it exits): ``matmul()`` runs
-   that where neither A's nor B's rows are whole 128-byte lines, 1000^3 fp16 12.29 us against
-   13.98 (``benches/results/gemm-probe-h100.txt``; on aligned rows it lost). Up to 128 x 128
-   tiles this kernel skips ``setmaxnreg`` (64 accumulators fit the kernel's 168 registers) and
-   its barrier thread issues the first slot before the block barrier: the kernel alone at
-   1024 x 1024 x 256 fp16 3.58-3.62 us against 3.71-3.74 us, 1024^3 within the runs' spread
-   (5.92-5.99 us against 5.89-5.95 us; Triton's 5.76-5.79 us, cuBLAS's 5.44-5.47 us:
-   ``benches/results/gemm-oneblock-h100.txt``, which also measures what holds 1024^3). There
-   each SM sets its own pace (a 24 KiB slot every 221-228 ns, nearly as slow with 8 blocks on
-   the GPU as with 128, most of it the consumers' wgmmas), and launched in clusters the same
-   kernel runs slower (6.34 us against 5.95-5.98): ``benches/results/gemm-pace-h100.txt``.
-   With ``consumers=1`` one consumer warpgroup takes both m64 halves of the tile (two
-   ``m64nBNk16`` per k16 step on one B descriptor), as cuBLAS's kernel does at 1024^3; for
-   ``matmul()``'s 128 x 64 tiles that paces each slot faster: kernel alone 5.57-5.66 us at
-   1024^3 against two consumers' 5.92-5.98 (cuBLAS 5.70-5.79, Triton 5.76-5.86), 14.66-14.78 us
-   at 1024 x 1024 x 4096 against 15.94-16.06; at 128 x 128 no faster (section 9 of the same
-   file).
-2. ``WgmmaConfig()``, persistent (``_persistent_kernel``): the next tile's loads overlap this
-   tile's epilogue; 3 stages beat 4 (4096^3 0.953x against 0.938x cuBLAS in
-   ``gemm-configs-h100.txt``): 719 and 726 TFLOP/s (0.96x cuBLAS, 1.00x / 0.99x Triton).
-   ``matmul()`` runs this rung with 4 stages and ``mma_pipe=0``: each consumer retires a slot's
-   wgmma group before it moves on and releases the slot at once, instead of keeping one group
-   in flight and releasing the slot before. On the H200 the two run within a percent of each
-   other (``gemm-h200.json``: 4096^3 fp16 729 against 727 TFLOP/s, 0.96x cuBLAS; 8192^3 bf16
-   764 against 771), and the 4-stage form was equal or ahead at every operand layout in side
-   runs. At shapes whose tiles fill whole waves it is still 0.96x cuBLAS
-   (``gemm-pipeline-h200.txt``): the gap is the per-tile rate, not only the tail.
-3. ``WgmmaConfig(cluster_m=2)``: 2-CTA clusters multicast B. With a cluster barrier at the
-   start and the end it cost a little on aligned rows (686 / 717) and paid where a stored row
-   is not a multiple of 128 bytes (4095 x 4104 x 4096 556 against 534, 3000 x 5000 x 2000 534
-   against 482). That barrier's releasing arrive waits on every thread's outstanding stores;
-   with a relaxed arrive at the start and the producer's drain at the end
-   (``benches/results/gemm-cluster-h100.txt``: 2048^3 0.890x -> 0.948x cuBLAS, 8192^3
-   0.960x -> 0.985x) ``matmul()`` runs it, with 4 stages and ``mma_pipe=0``, wherever it takes
-   no more waves: 8192^3 754.6 TFLOP/s (0.98x) against the unclustered 732.6
-   (``gemm-h100-2026-11-26f.json``).
-4. ``WgmmaConfig(128, bm=256)``: 256 x 128 tiles, each consumer warpgroup two m64 halves (two
-   ``m64n128k16`` per k16 step on the same B descriptor, 2 x 64 accumulators per thread). The
-   slot bytes and accumulators of a 128 x 256 tile, and its speed where both fill the same
-   waves (``benches/results/gemm-h100-2026-11-26b.json``: 4096^3 728.5 TFLOP/s against
-   729.2); where 17 columns of 256 would add a round of tiles (4095 x 4104 x 4096: 5 rounds of
-   66 cluster pairs, 33 columns of 128 take 4), ``matmul()`` picks it, in raster groups of 4
-   tile rows: 691.7 TFLOP/s (0.947x cuBLAS) against the 128 x 256 clusters' 563.8 (0.77x) in
-   the same run.
-5. ``WgmmaConfig(stream_k=True)``: the persistent rung with the last, part-filled wave's tiles
-   split along K evenly over every block (``_persistent_kernel``). Aimed at wave quantization:
-   128 x 256 tiles fill 3.88 waves of 132 SMs at 4096^3 and 15.5 at 8192^3, so every block
-   waits for the last wave's tiles. Exact on the H100 (``tests/gpu/test_gemm_stream_k.py``),
-   but its fixup costs more than the tail it fills: fp16 4096^3 634.7 TFLOP/s against the
-   unsplit rung's 730.9, 8192^3 745.3 against 742.1
-   (``benches/results/gemm-variants-h100.txt``), so ``matmul()`` does not choose it.
-6. ``WgmmaConfig(128, stages=6, pingpong=True)``: each consumer warpgroup its own 128 x 128
-   tile (two m64 halves), the block's tiles taken in turn, so one warpgroup's epilogue runs
-   under the other's wgmmas (CUTLASS's ping-pong schedule). Aimed at the epilogue, during
-   which the cooperative rungs leave the tensor cores idle. Exact and sanitizer-clean on the
-   H100, but a 128 x 128 tile loads a third more operand bytes per flop than a 128 x 256 one,
-   and under the H100's power cap that costs more than the overlap gives
-   (``benches/results/gemm-pingpong-h100.txt``, fp16): 4096^3 706.1 TFLOP/s against
-   ``matmul()``'s 736.0, 8192^3 695.4 against 745.7, 2048^3 605.3 against 604.2; ahead only at
-   1000^3, 148.5 against 138.1. ``matmul()`` does not choose it.
-7. ``WgmmaConfig(mma_pipe=0, overlap_epilogue=True)``: side builds showed the main loop at
-   cuBLAS's pace and the epilogue as the gap (``benches/results/gemm-epilogue-h100.txt``, fp16,
-   128 x 256 clusters: without an epilogue 4096^3 ran 1.000x cuBLAS and 8192^3 0.998x, with it
-   0.964x and 0.983x; ``stmatrix`` without the TMA stores 0.989x and 0.991x). Neither the
-   stores' buffer waits, nor fewer and larger stores, nor L2 eviction hints, nor consumers
-   staggered so their epilogues fall apart paid. Here each consumer packs a finished tile's C
-   into 16-bit pairs (64 registers beside the next tile's 128 accumulators) and stores it box
-   by box under the next tile's first wgmma groups. ``matmul()`` runs it for 128 x 256 tiles
-   where blocks take more than one tile (16-bit output without ``beta``; the others keep the
-   plain epilogue): 4096^3 fp16 734.4 TFLOP/s (0.98x cuBLAS) against the plain epilogue's
-   723.4 (0.96x), 8192^3 745.2 (0.99x) against 741.8 (``gemm-h100-2026-11-26g.json``, row
-   ``plain``).
+1. ``persistent=False``: one block per tile; ``cluster_n=2`` CTA pairs along N multicast A;
+   ``consumers=1`` one consumer warpgroup takes both m64 halves.
+2. the default, persistent (``_persistent_kernel``): the next tile's loads overlap this tile's
+   epilogue; ``stages`` slots, ``mma_pipe`` wgmma groups kept in flight per consumer.
+3. ``cluster_m=2``: 2-CTA clusters multicast B.
+4. ``bm=256`` (``BN <= 128``): 256 x 128 tiles, each consumer two m64 halves.
+5. ``stream_k=True``: the last, part-filled wave's tiles split along K over every block.
+6. ``pingpong=True``: each consumer warpgroup its own tile, the epilogues under the other's
+   wgmmas.
+7. ``overlap_epilogue=True`` (with ``mma_pipe=0``): a finished tile's C packed into 16-bit pairs
+   and stored under the next tile's first wgmma groups.
 
 * One block computes a ``bm x BN`` tile (``bm = 128``: two consumer warpgroups of 64 rows, one
   ``m64nBNk16`` per k16 step per consumer, ``BN / 2`` f32 accumulator registers per thread; or
@@ -107,9 +38,8 @@ probe ``wgmma_probe``):
   bytes per k16 step inside the 128-byte swizzled rows; M/N-major ones (``w.T``, read with the
   transpose immediates) advance 16 rows. The descriptors are built from a warp-uniform
   warpgroup index (``wgmma.warpgroup_index``) and ring slot (read from lane 0), so they live in
-  the uniform registers ``HGMMA`` reads and a group's ``HGMMA``s issue back to back; built per
-  thread, each crossed over with ``R2UR`` mid-group and 4096^3 fp16 ran 0.981x cuBLAS against
-  1.003x (``benches/results/gemm-uniform-h100.txt``).
+  the uniform registers ``HGMMA`` reads and a group's ``HGMMA``s issue back to back (built per
+  thread, each would cross over with ``R2UR`` mid-group: ``docs/gemm.md``).
 * Epilogue: after a block barrier the ring becomes each warp's 16-row slab of C; accumulators
   are scaled (``beta`` times the old C, loaded by TMA, added), packed with ``stmatrix``
   (f32: 8-byte stores) into 128B-swizzled 16 x 64 boxes, and stored by TMA (clipped at the edges).
@@ -120,7 +50,7 @@ probe ``wgmma_probe``):
   (nothing before it touches global memory) and
   ``griddep.launch_dependents()``, so the kernels may be launched dependent and back-to-back
   calls overlap one's start with the other's end (``matmul()`` does, unless
-  ``NUMBA_TMA_DEPENDENT_LAUNCH=0``; ``benches/results/gemm-launch-h100.txt``).
+  ``NUMBA_TMA_DEPENDENT_LAUNCH=0``).
 """
 
 import functools
