@@ -227,19 +227,13 @@ def choose_config(m, n, k, ragged_rows=False):
     Of the large tiles, the one that takes the fewest waves of the SMs (every block waits for
     the last wave: at 4095 x 4104 the 17th column of 256, 8 columns wide, costs a fifth round
     of 2-CTA clusters where 33 columns of 128 take 4), clusters before single CTAs, 128 x 256
-    before 256 x 128 on a tie (single CTAs win only where pairs waste SMs: one tile row).
-    Since the cluster kernel's start barrier went relaxed and its end barrier gave way to the
-    producer's drain, the clusters pay on aligned rows too (``gemm-h100-2026-11-26f.json``;
-    side runs: ``gemm-cluster-h100.txt``). At 2048^3: 128 x 256 0.95x cuBLAS, 128 x 128 0.92x
-    (``gemm-configs-h100.txt``). The clusters take 4 stages with each slot's wgmma group retired
-    before the next (``mma_pipe=0``), as the unclustered tiles do: at 3000 x 5000 x 2000 fp16
-    0.93x cuBLAS (``gemm-h100-2026-11-26d.json``) where 3 stages with a group in flight ran
-    0.87x (``gemm-h100-2026-11-26c.json``). Where 128 x 192 tiles take no more waves than
-    that choice, they replace it (``_WGMMA_192``): at 1536^3 fp16 397.0 TFLOP/s against the
-    128 x 256 pairs' 333.8, at 2048 x 3072 x 2048 644.2 against 533.3
-    (``benches/results/gemm-192-h100.txt``). Where a 128 x 256 or 128 x 192 launch takes more
-    than one wave, its blocks store each tile's C under the next tile's first wgmmas
-    (``overlap_epilogue``; see ``_OVERLAPPED``).
+    before 256 x 128 on a tie (single CTAs win only where pairs waste SMs: one tile row). The
+    clusters take 4 stages with each slot's wgmma group retired before the next
+    (``mma_pipe=0``), as the unclustered tiles do. Where 128 x 192 tiles take no more waves
+    than that choice, they replace it (``_WGMMA_192``). Where a 128 x 256 or 128 x 192 launch
+    takes more than one wave, its blocks store each tile's C under the next tile's first
+    wgmmas (``overlap_epilogue``; see ``_OVERLAPPED``). What each choice measured against the
+    others: ``docs/gemm.md``, "Why matmul() chooses what it does".
 
     ``ragged_rows``: neither A's nor B's rows in memory are whole 128-byte lines (K and N not
     multiples of 64, for row-major operands). The narrower tiles then run in CTA pairs along N
@@ -267,37 +261,23 @@ def waves(m, n, cfg, sms):
 
 
 #: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
-#: (mma_pipe=0); with a group left in flight, 3 slots had run faster than 4 on the H100
-#: (gemm-configs-h100.txt); both against each other on the H200: benches/results/gemm-h200.txt
-#: (wgmma_persistent_s3 is the former choice).
+#: (mma_pipe=0; docs/gemm.md compares it with 3 slots and a group in flight).
 _WGMMA_WIDE = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
 #: The narrower tiles, which choose_config takes only where they fit in one wave: one block per
 #: tile (the first rung), since with no next tile the persistent loop and its epilogue staging
-#: only cost (benches/results/gemm-small-h100.txt: 1024^3 fp16 9.5 us against the persistent
-#: 128 x 64 tiles' 10.4, 768 x 2048 x 4096 25.6 us against the persistent 128 x 128's 26.6).
-#: The 128 x 64 tile takes one consumer warpgroup for both m64 halves (cuBLAS's structure
-#: there): kernel alone at 1024^3 fp16 5.60-5.66 us against two consumers' 5.95-5.98, at
-#: 1024 x 1024 x 4096 14.66-14.78 against 15.94-16.06; at 128 x 128 one consumer was no faster
-#: (768 x 2048 x 4096: 21.95-22.24 us against 21.95-22.11): benches/results/gemm-pace-h100.txt.
+#: only cost. The 128 x 64 tile takes one consumer warpgroup for both m64 halves (cuBLAS's
+#: structure there); at 128 x 128 one consumer was no faster (docs/gemm.md).
 _WGMMA_NARROW = {128: gemm_wgmma.WgmmaConfig(128, stages=4, persistent=False),
                  64: gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False, consumers=1)}
 #: ... in CTA pairs along N sharing A, where neither A's nor B's rows are whole 128-byte lines
 #: (choose_config's ragged_rows): there a box row spans two L2 lines, and a pair reads each
-#: A slice from L2 once. H100 (benches/results/gemm-probe-h100.txt, fp16): 1000^3 12.29 us
-#: against 13.98, 1000 x 1000 x 4000 25.89 against 33.01, 760 x 2040 x 4000 (128 x 128 tiles)
-#: 31.31 against 34.64; on aligned rows the pairs lose (1024 x 1024 x 4096 23.42 against 20.94),
-#: and with one operand ragged they about tie. The bench's run: benches/results/gemm-pairs-h100.txt.
-#: Both pairs take 4 stages (the single 128 x 64 CTAs take 8); for the 128 x 64 pairs, fp16
-#: kernel alone (CUPTI) 1000^3 8.80 us against 8 stages' 9.12, 1000 x 1000 x 256 4.51 against
-#: 4.58, 600 x 1000 x 2000 11.39 against 11.52, 1000 x 1000 x 4000 a tie
-#: (benches/results/gemm-oneblock-h100.txt, section 7).
+#: A slice from L2 once; on aligned rows the pairs lose, with one operand ragged they about tie.
+#: Both pairs take 4 stages (the single 128 x 64 CTAs take 8). Measurements: docs/gemm.md.
 _WGMMA_NARROW_PAIRS = {bn: cfg.replace(cluster_n=2, stages=4, consumers=2)
                        for bn, cfg in _WGMMA_NARROW.items()}
 _WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
 #: 256 x 128 tiles, where they take fewer waves (choose_config); raster groups of 4 tile rows,
-#: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover
-#: (benches/results/gemm-h100-2026-11-26b.txt, 4095 x 4104 x 4096 fp16: 691.7 TFLOP/s, groups
-#: of 8 684.5).
+#: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover.
 _WGMMA_TALL = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4)
 _WGMMA_TALL_CLUSTER = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4,
                                              cluster_m=2)
@@ -310,8 +290,8 @@ _WGMMA_TALL_CLUSTER = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, 
 #: against 16).
 _WGMMA_192 = gemm_wgmma.WgmmaConfig(192, stages=4, mma_pipe=0)
 #: The 128 x 256 and 128 x 192 choices with the epilogue overlapped, where blocks take more
-#: than one tile: with one tile each there is no next tile to store under, and 2048^3 fp16 ran
-#: 0.941x cuBLAS against the plain epilogue's 0.957x (``benches/results/gemm-epilogue-h100.txt``).
+#: than one tile: with one tile each there is no next tile to store under, and the overlap
+#: only costs (docs/gemm.md).
 _OVERLAPPED = {cfg.key(): cfg.replace(overlap_epilogue=True)
                for cfg in (_WGMMA_CLUSTER, _WGMMA_WIDE, _WGMMA_192)}
 
@@ -463,9 +443,8 @@ def _placeholder(ctx):
 def dependent_launches():
     """Whether matmul() launches its wgmma kernels dependent (programmatic stream
     serialization, :mod:`numba_tma.griddep`): yes unless ``NUMBA_TMA_DEPENDENT_LAUNCH`` is
-    ``0`` (or empty), read when a launcher is bound (new buffers or a new layout). On the
-    H100 back-to-back 1024^3 calls took 6.66 us each against 8.95 us without it
-    (``benches/results/gemm-launch-h100.txt``, one run)."""
+    ``0`` (or empty), read when a launcher is bound (new buffers or a new layout). What it
+    saves back to back: ``docs/gemm.md``."""
     return os.environ.get("NUMBA_TMA_DEPENDENT_LAUNCH", "1") not in ("", "0")
 
 

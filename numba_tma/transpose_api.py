@@ -3,26 +3,20 @@
 ``src`` is a 2-D (M, N) or batched 3-D (B, M, N) CUDA array (numba, CuPy, or torch, including
 torch bfloat16) with 1-, 2-, 4- or 8-byte elements; the result is (N, M) or (B, N, M), C-contiguous.
 
-Which kernel (H100 measurements in README and ``benches/results``):
+Which kernel (what each measured against the others: ``docs/transpose.md``):
 
 - ``v7_vec16`` where both row pitches and base addresses are multiples of 16 bytes and the shape
   fills its tiles (:func:`~numba_tma.kernels.transpose_vec.whole_tiles`): 16-byte global
-  accesses, 95.6-96.5% of a copy at 32768^2 for every element size, ahead of tma_pipelined's
-  88.8-92.3% (``transpose-h100.json``; a tensor map needs the same alignment, so TMA never
-  applies where v7 does not);
+  accesses (a tensor map needs the same alignment, so TMA never applies where v7 does not);
 - ``v8_sector`` everywhere else: odd shapes such as 32767 x 20001 and misaligned views (16-byte
   accesses realigned through a padded shared tile, each block writing whole 32-byte sectors of
-  its out rows: 90.6% fp32, 90.2% fp64, 87.4% fp16, 75.7% uint8, where the element-wise
-  v6_packed ran 65.5 / 79.8 / 47.7 / 37.6%), and 16-byte rows whose partial edge tiles v7 would
-  move element by element (fp32 30000^2: 89.9% against v7's 84.1%,
-  ``transpose-choice-h100.txt``);
+  its out rows), and 16-byte rows whose partial edge tiles v7 would move element by element;
 - under the CUDA simulator, the fastest classic kernel.
 
 v7 and v8 are launched from raw pointers (:class:`~numba_tma.launch.DirectKernel`) after a
 validation that reads the arrays' interfaces without building numba arrays, and a repeated layout
-only patches the two pointers of a launch packed once (host time per call:
-``benches/results/host-h100.json``), where a numba launch on the views it used to build cost
-more than the kernel below ~8192^2 elements.
+only patches the two pointers of a launch packed once, where a numba launch on the views it
+used to build cost more than the kernel below ~8192^2 elements.
 """
 
 import math
