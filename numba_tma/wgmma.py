@@ -237,9 +237,8 @@ def warpgroup_index():
     datapath, the ``UR`` registers ``HGMMA`` reads it from. Built from ``threadIdx.x // 128``
     itself, the same math runs per thread and each descriptor crosses over with ``R2UR``
     between the ``HGMMA``s of a group (the GEMM's 128 x 64 consumer loop: 50 ``R2UR`` against
-    12), which left the tensor cores idle between them: on the H100, 1024 x 1024 x 4096 fp16
-    ran 0.88x cuBLAS that way and 0.97x with this, 4096^3 0.98x and 1.00x
-    (``benches/results/gemm-uniform-h100.txt``). For 1-D blocks (``threadIdx.x`` only)."""
+    12), which left the tensor cores idle between them (the measurement: ``docs/gemm.md``).
+    For 1-D blocks (``threadIdx.x`` only)."""
     host_call("wgmma.warpgroup_index")
 
 

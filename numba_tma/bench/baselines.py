@@ -323,8 +323,8 @@ def triton_matmul():
         # Each config timed as the benches time every kernel (numba_tma.bench.timing: operands
         # warm in L2, runs queued behind a GPU wait, each between CUDA events, median of round
         # medians), not as triton.testing.do_bench does, flushing L2 before every run: ranked
-        # cold, 128 x 128 x 64 tiles won at 1024^3 fp16 and then ran 11.1 us warm in the bench
-        # against the 64 x 128 x 64 tiles' 9.0 us that bf16 picked (gemm-h100-2026-11-27b.txt).
+        # cold, the tiles that won ran slower warm in the bench than the ones warm ranking
+        # picks (docs/gemm.md).
         ms = timing.do_bench(fn, iters=10, warmup=3, rounds=3, hold=tune_hold)
         return [ms] * len(quantiles) if quantiles else ms
 

@@ -33,10 +33,8 @@ rows it writes, and writes each with aligned 16-byte stores of one warp instruct
 What an odd shape still costs is mostly the out rows' pitch: in fp32 side runs at N = 20032,
 v7_vec16, whose 256-byte out segments are 16-byte aligned, kept its speed where the out pitch is
 a multiple of 256 bytes and fell to about this kernel's speed at M = 32767 where it is not
-(M = 32760 .. 32800). Committed (H100, % of copy): at 32768 x 20032 v7_vec16 96.7%, this kernel
-95.4% (``benches/results/transpose-choice-h100.txt``); at 32767 x 20001 this kernel 90.6%
-(``transpose-h100.json``). Owning 64-, 128- or 256-byte blocks of the out rows instead of
-sectors (with the larger halos) did not pay.
+(M = 32760 .. 32800; the committed runs: ``docs/transpose.md``). Owning 64-, 128- or 256-byte
+blocks of the out rows instead of sectors (with the larger halos) did not pay.
 
 Tiles whose aligned loads could leave ``src`` or whose segments reach past either end of an
 out row (the first and last tile rows, the last tile column) take an element-wise path with
@@ -76,9 +74,7 @@ L2_PREFETCH = 256
 # for every element size, fp16 and uint8 by far. What an odd shape still costs (ncu, fp32
 # 64 x 64, 20032 vs 20001 columns, 32768 vs 32767 rows): the same DRAM bytes, but more L2 read
 # requests for misaligned src rows (a 256-byte row segment spans 3 lines instead of 2) and more
-# write requests for misaligned out rows. These tiles in
-# benches/results/transpose-h100.json: fp32 / fp16 / uint8 / fp64 90.6 / 87.3 / 75.4 / 90.2% of
-# copy.
+# write requests for misaligned out rows. What these tiles run at: docs/transpose.md.
 TILES = {1: (256, 256, 512, 2), 2: (128, 128, 256, 3), 4: (64, 128, 256, 3), 8: (64, 64, 256, 4)}
 # Element sizes whose out-row segments the TMA unit writes (cp.async.bulk, one per segment, issued
 # by the tile row's thread) instead of the threads' LDS.128 + STG.E.128. In a side run at

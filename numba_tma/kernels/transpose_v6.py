@@ -294,7 +294,7 @@ def v6_packed(src, out, stream=0, *, group=V6_GROUP):
     slots long before DRAM saturates), and 4x the bytes in flight per thread. The padded 32x32
     kernel keeps about 4 KiB of loads in flight per block, 16 KiB per SM on average; an H100 needs
     about bandwidth x DRAM latency / 132 SMs = ~20 KiB per SM, which holds it well short of a copy
-    (v3_padded at 32768^2 fp32: 67.2% of copy, ``benches/results/transpose-h100.json``). Here
+    (``docs/transpose.md``). Here
     each resident block has 16 KiB outstanding during its load phase (8 blocks of 256 threads per
     SM: launch bounds hold it to 32 registers). (5) Grouped
     rasterisation: consecutive blocks walk down ``group`` tile rows before moving right (see
@@ -360,9 +360,9 @@ def v6_persistent(src, out, stream=0, *, grid=None, group=V6_GROUP):
     256-byte runs, shared memory is conflict-free, interior tiles have no bounds checks (offline
     SASS per tile and thread: 8 ``LDG.E.64``, 8 ``STS.64``, one ``BAR``, 8 ``LDS.64``, 8
     ``STG.E.64``; ptxas parks one 4-byte smem address in local memory, reloaded once per tile).
-    The loop is ~300 instructions per thread per tile, ~100 of them the tile decode; at 3 TB/s
-    that is about 1 warp instruction per clock per SM of the 4 it can issue, so the limit should
-    be DRAM, as for a copy, and >= 92 % of copy bandwidth the result. If it is not, the knobs in
+    The loop is ~300 instructions per thread per tile, ~100 of them the tile decode; at a copy's
+    bandwidth that is about 1 warp instruction per clock per SM of the 4 it can issue, so the
+    limit should be DRAM, as for a copy. If it is not, the knobs in
     order: ``group`` (1 / 4 / 64), then v6_packed (which wins if block turnover is cheaper than
     the decode), then ``V6_BLOCKS_PER_SM`` = 4 (64 registers, no spill: the store phase then
     issues most of its 8 shared loads ahead of the global stores instead of pairing each one
@@ -384,6 +384,6 @@ def v6_persistent(src, out, stream=0, *, grid=None, group=V6_GROUP):
     configure(kern, grid, V6_THREADS, stream)(*args)
 
 
-# Measured on the H100 (benches/results/transpose-h100.json): v6_packed beat v6_persistent for
-# every element size and at odd shapes (e.g. 92.5% vs 92.0% of copy at 32768^2 fp32).
+# v6_packed beat v6_persistent on the H100 for every element size and at odd shapes
+# (docs/transpose.md).
 BEST = "v6_packed"

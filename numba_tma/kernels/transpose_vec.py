@@ -2,9 +2,8 @@
 element size.
 
 Why: on the H100 a plain tiled Triton transpose (64 x 64 fp32 tiles, ``ld/st.global.v4``;
-``bench.baselines.triton_transpose``) runs 32768^2 fp32 at 95.9% of a device copy
-(``benches/results/transpose-triton-h100.txt``), while the 8-byte-word ``v6_packed`` and the TMA
-kernels stop at 92.3-93.6% (``transpose-h100.json``). numba cannot emit 128-bit global accesses,
+``bench.baselines.triton_transpose``) comes closer to a device copy than the 8-byte-word
+``v6_packed`` and the TMA kernels (``docs/transpose.md``). numba cannot emit 128-bit global accesses,
 so this kernel takes them from :mod:`numba_tma.gmem` (and :mod:`numba_tma.smem` for the shared
 side).
 
@@ -56,8 +55,7 @@ SWIZZLE_CHUNKS = 8           # XOR period of the shared tile's 16-byte chunks
 # itemsize: (word rows, src columns, threads, resident blocks per SM for the launch bounds).
 # Chosen on the H100 at 32768^2 in side runs: 12 blocks (40 registers) beat 8 for fp32 / fp64,
 # 6 beat 4 for fp16 and 2 beat 3 for uint8, and 256-byte row segments beat 64 x 64-word (fp16)
-# and 64 x 128-column (uint8) tiles. These tiles in benches/results/transpose-h100.json: fp32 /
-# fp16 / uint8 / fp64 96.2 / 96.3 / 96.5 / 95.6% of copy.
+# and 64 x 128-column (uint8) tiles. What these tiles run at: docs/transpose.md.
 TILES = {1: (64, 256, 512, 2), 2: (64, 128, 256, 6), 4: (64, 64, 128, 12), 8: (64, 32, 128, 12)}
 # Load phase, lanes of a warp per src row (16 x 16 B = 256 B). fp32 / fp64: 4 rows x 128 B
 # (conflict-free shared writes) measured slower, with 8 blocks and with 12 (side runs).
