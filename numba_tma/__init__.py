@@ -55,7 +55,7 @@ sys.modules[__name__ + ".transpose"] = transpose_api
 sys.modules[__name__ + ".matmul"] = matmul_api
 
 # Imported on first use: neither is needed to build or launch a kernel, and the bench toolkit
-# sits above the public API (the README's Architecture).
+# sits above the public API (docs/architecture.md).
 _LAZY = ("bench", "offline")
 
 
