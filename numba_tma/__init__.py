@@ -29,7 +29,6 @@ Command line:
     ``python -m numba_tma.swizzle [--png PATH] --span 128 --itemsize 4``: a swizzled box's bank map
 """
 
-import sys
 import warnings
 
 # ``python -m numba_tma.swizzle`` runs a module this package has already imported; runpy warns
@@ -46,13 +45,6 @@ from .matmul_api import matmul
 from .transpose_api import transpose
 from ._arrays import release_outputs
 from ._device import NoGPUError
-
-# The modules were numba_tma/transpose.py and numba_tma/matmul.py, names the functions above
-# shadow. Their old dotted names still import the modules (``from numba_tma.transpose import
-# transpose_kernels``, ``importlib.import_module("numba_tma.matmul")``); the attributes
-# ``numba_tma.transpose`` / ``numba_tma.matmul`` are the functions, as they always were.
-sys.modules[__name__ + ".transpose"] = transpose_api
-sys.modules[__name__ + ".matmul"] = matmul_api
 
 # Imported on first use: neither is needed to build or launch a kernel, and the bench toolkit
 # sits above the public API (docs/architecture.md).

@@ -5,15 +5,12 @@ v6_persistent) are what ``numba_tma.transpose`` runs; ``gemm_wgmma`` and ``gemm_
 ``numba_tma.matmul`` runs; ``reduce`` (``sum_axis0``), ``grouped_copy``, ``im2col`` and
 ``multicast_copy`` the other library kernels. ``_grid`` (grid limits and splitting, the transpose
 pair check), ``_descriptors``, ``_gemm_slices`` and ``_configure`` are helpers for the package's
-kernels (the ladders' included). The seed ladders live in :mod:`numba_tma.ladders`; the names
-``kernels.transpose_classic``, ``kernels.transpose_tma``, ``kernels.warp_gemm``,
-``kernels.simt_gemm``, ``kernels.add_one`` and ``kernels.wgmma_probe`` still import them.
+kernels (the ladders' included). The seed ladders live in :mod:`numba_tma.ladders`.
 
 A family's functions share the module's name (``kernels.im2col.im2col``), so import them from
-the module; ``kernels.add_one`` and ``kernels.sum_axis0`` are the functions.
+the module; ``kernels.sum_axis0`` is the function.
 """
 
-from .add_one import add_one
 from .reduce import sum_axis0
 
-__all__ = ["add_one", "sum_axis0"]
+__all__ = ["sum_axis0"]

@@ -3,7 +3,7 @@ in shared memory, and TMA-stores it back in place.
 
 Seed 000 (``000_f7d683ea2d9dede3.txt``, "TMA简介": the tensor map, 2-D load and store, the
 add-one kernel, the 32B swizzle). A one-rung ladder, with no figure to beat: the README's first
-example, and ``numba_tma.kernels.add_one`` as before.
+example.
 
 It shows the whole round trip: an mbarrier armed with the tile's bytes, a TMA load, ordinary
 shared-memory writes at swizzled addresses, the async-proxy fence, and a TMA store. Tiles that hang

@@ -362,31 +362,3 @@ LADDER = collections.OrderedDict([
 # numba_tma.kernels.transpose_v6: transpose() runs it under the simulator.
 
 __all__ = ["BEST", "LADDER", *LADDER]
-
-# Names this module (also reachable as numba_tma.kernels.transpose_classic) had before the v6
-# kernels and the launch helpers moved out: asking for one says where it went, rather than
-# re-exporting it (the ladder does not carry the shipped kernels' configuration).
-_MOVED = {
-    "v6_config": ("numba_tma.kernels.transpose_v6", "v6_config"),
-    "V6_GROUP": ("numba_tma.kernels.transpose_v6", "V6_GROUP"),
-    "V6_THREADS": ("numba_tma.kernels.transpose_v6", "V6_THREADS"),
-    "V6_BLOCKS_PER_SM": ("numba_tma.kernels.transpose_v6", "V6_BLOCKS_PER_SM"),
-    "V6_PACKED_MIN_BLOCKS": ("numba_tma.kernels.transpose_v6", "V6_PACKED_MIN_BLOCKS"),
-    "MAX_GRID_YZ": ("numba_tma.kernels._grid", "MAX_GRID_YZ"),
-    # The private helpers the shipped kernels used to borrow from here.
-    "_check": ("numba_tma.kernels._grid", "check_pair"),
-    "_grid3": ("numba_tma.kernels._grid", "grid3"),
-    "_cdiv": ("numba_tma.kernels._grid", "cdiv"),
-    "_device_pointer": ("numba_tma.kernels._grid", "device_pointer"),
-}
-
-
-def __getattr__(name):
-    """For a name that moved out of this module, an ImportError naming its new module (an
-    ImportError, not an AttributeError, because ``from module import name`` replaces an
-    AttributeError by a bare "cannot import name"; so ``hasattr`` raises it too)."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}", name=name)
-    where, new = _MOVED[name]
-    raise ImportError(f"{name} moved out of {__name__} (the classic transpose ladder, v1-v5) to "
-                      f"{where}: use `from {where} import {new}`", name=__name__)

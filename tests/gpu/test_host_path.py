@@ -466,8 +466,8 @@ def test_every_launch_cache_is_keyed_by_the_context(monkeypatch):
     from numba_tma import launch as launch_module
     from numba_tma.kernels import _descriptors
 
-    mm = importlib.import_module("numba_tma.matmul")
-    tr = importlib.import_module("numba_tma.transpose")
+    mm = importlib.import_module("numba_tma.matmul_api")
+    tr = importlib.import_module("numba_tma.transpose_api")
     a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
     b = torch.randn(128, 192, device="cuda", dtype=torch.float16)
     c = torch.empty(256, 192, device="cuda", dtype=torch.float16)
