@@ -28,7 +28,7 @@ from ._device import require_hopper
 from .launch import context_id, context_id_or_none, is_capturing, stream_handle
 from .kernels import gemm_tma, gemm_wgmma
 from .kernels._descriptors import descriptor_map, retarget
-from .operands import check_device, dtype_name, launch_device, operand_device, read_operand
+from .operands import check_device, device_to_enter, dtype_name, read_operand
 
 __all__ = ["matmul", "matmul_kernels", "MatmulPlan", "plan_matmul"]
 
@@ -614,8 +614,8 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     """
     if type(alpha) is not float or type(beta) is not float:
         alpha, beta = _scalar(alpha, "alpha"), _scalar(beta, "beta")
-    device = operand_device(a)
-    if device is not None and device != launch_device():
+    device = device_to_enter(a)
+    if device is not None:
         with cuda.gpus[device]:         # the operands decide where the call runs, as in torch
             return _matmul(a, b, out, alpha, beta, out_dtype, config, stream)
     return _matmul(a, b, out, alpha, beta, out_dtype, config, stream)
@@ -630,6 +630,7 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
     ctx = None
     known_config = config is None or isinstance(config, _CONFIG_TYPES)   # else: reported below
     cfg_key = config.key() if config is not None and known_config else None
+    ka, kb = operand_key(a), operand_key(b)
     if out is None and out_dtype is None and beta == 0 and _torch_like(a, b):
         out = a.new_empty((a.shape[0], b.shape[1]))     # a's dtype; checked with a's below
     if out is None:
@@ -640,7 +641,7 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
         if kind is None:
             raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
         # The checks before the allocation: a bad a or b gets its own error, on any machine.
-        inputs = (operand_key(a), operand_key(b), cfg_key, kind)
+        inputs = (ka, kb, cfg_key, kind)
         if None in inputs[:2] or not known_config or _checked_inputs.get(inputs) is None:
             check_matmul(a, b, None, config)
             require_hopper("matmul")
@@ -650,7 +651,7 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
         out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind], stream=handle, ctx_id=ctx)
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
-    ka, kb, ko = operand_key(a), operand_key(b), operand_key(out)
+    ko = operand_key(out)
     key = layout_key = None
     if ka is None or kb is None or ko is None or not known_config:
         ctx = None

@@ -25,7 +25,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Operand", "read_operand", "check_device", "operand_device", "describe_array",
+__all__ = ["Operand", "read_operand", "check_device", "device_to_enter", "operand_device",
+           "describe_array",
            "dtype_name", "is_c_contiguous", "CAI_MAX_VERSION"]
 
 #: The newest ``__cuda_array_interface__`` version whose fields this module knows (v3, numba's).
@@ -240,10 +241,11 @@ def _device_count() -> int:
 _libcuda = []
 
 
-def device_ordinal(ptr: int) -> int | None:
-    """The ordinal of the device ``ptr`` was allocated on, from the driver (None: not CUDA
-    memory). Asked of libcuda's C API: cuda-bindings 13.3.1 answers 0 for every pointer
-    (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, on a two-H100 host, 2026-11-27)."""
+def device_ordinal(ptr: int) -> tuple[int, int]:
+    """``(CUresult value, ordinal)``: the driver's answer to which device ``ptr`` was allocated
+    on (a non-zero result: not CUDA memory). Asked of libcuda's C API: cuda-bindings 13.3.1
+    answers 0 for every pointer (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, on a two-H100 host,
+    2026-11-27)."""
     if not _libcuda:
         import ctypes
 
@@ -260,12 +262,12 @@ def device_ordinal(ptr: int) -> int | None:
 
         err, ordinal = driver.cuPointerGetAttribute(
             driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-        return int(ordinal) if err == driver.CUresult.CUDA_SUCCESS else None
+        return int(err), int(ordinal)
     import ctypes
 
     ordinal = ctypes.c_int(-1)
     err = lib.cuPointerGetAttribute(ctypes.byref(ordinal), 9, ptr)   # ..._DEVICE_ORDINAL
-    return ordinal.value if err == 0 else None
+    return int(err), ordinal.value
 
 
 def _query_pointer(ptr: int) -> tuple[int, int, int] | None:
@@ -274,8 +276,8 @@ def _query_pointer(ptr: int) -> tuple[int, int, int] | None:
     from cuda.bindings import driver
 
     attr, ok = driver.CUpointer_attribute, driver.CUresult.CUDA_SUCCESS
-    ordinal = device_ordinal(ptr)
-    if ordinal is None:
+    err, ordinal = device_ordinal(ptr)
+    if err:
         return None
     err_s, start = driver.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr)
     err_n, nbytes = driver.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr)
@@ -332,6 +334,13 @@ def operand_device(array: Any) -> int | None:
     except Exception:                       # no interface (a host array): the checks say so
         return None
     return pointer_device(ptr) if ptr else None
+
+
+def device_to_enter(array: Any) -> int | None:
+    """The GPU a public call on ``array`` must make current: the one ``array`` lives on, where
+    that is not numba's current device (None: the call runs where it is)."""
+    device = operand_device(array)
+    return None if device is None or device == launch_device() else device
 
 
 def check_device(op: Operand, argname: str, device: int | None = None,

@@ -26,17 +26,6 @@ def current_device_id() -> int:
     return cuda.get_current_device().id
 
 
-def _device_ordinal(address: int):
-    """(CUresult, ordinal) of ``address``: through :func:`numba_tma.operands.device_ordinal`
-    (libcuda's C API; the bindings answer 0 for every pointer) where libcuda loads."""
-    from .operands import device_ordinal
-
-    ordinal = device_ordinal(address)
-    if ordinal is None:
-        return driver.CUresult.CUDA_ERROR_INVALID_VALUE, 0
-    return driver.CUresult.CUDA_SUCCESS, ordinal
-
-
 def check_device(address: int) -> None:
     """The array must be device memory on numba's current device."""
     try:
@@ -46,7 +35,10 @@ def check_device(address: int) -> None:
 
         raise no_gpu_error("a TensorMap") from None
     try:
-        err, ordinal = _device_ordinal(address)
+        from .operands import device_ordinal  # libcuda's answer (the bindings' is wrong)
+
+        err, ordinal = device_ordinal(address)
+        err = driver.CUresult(err)
     except Exception as exc:  # the driver failed after it initialised
         raise RuntimeError(
             f"cannot encode a tensor map: {type(exc).__name__}: "

@@ -32,8 +32,7 @@ from .kernels import transpose_sector, transpose_v6, transpose_vec
 from .kernels._grid import device_pointer
 from .ladders import transpose_classic, transpose_tma
 from .launch import context_id_or_none, is_capturing, numba_stream
-from .operands import (check_device, is_c_contiguous, launch_device, operand_device,
-                       read_operand)
+from .operands import check_device, device_to_enter, is_c_contiguous, read_operand
 
 __all__ = ["transpose", "transpose_kernels", "choose_kernel"]
 
@@ -163,8 +162,8 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     Devices: runs on the GPU ``src`` lives on, whatever the current device; ``out`` elsewhere is
     a ValueError. Without a usable GPU: :class:`numba_tma.NoGPUError`, after the checks.
     """
-    device = operand_device(src)
-    if device is not None and device != launch_device():
+    device = device_to_enter(src)
+    if device is not None:
         with cuda.gpus[device]:         # the operands decide where the call runs, as in torch
             return transpose(src, out, kernel=kernel, stream=stream)
     ks = operand_key(src)
@@ -209,13 +208,15 @@ def _allocates_cheaply(x):
 def _transpose(src, out, kernel, stream, key):
     """transpose() after every check; caches a v7/v8 launch under ``key``."""
     checked = _check_src(src)
-    if out is None:
+    given = out is not None
+    if not given:
         require_gpu("transpose")                # after src's checks, before the allocation
         shape = checked[0]
         out = allocate_like(src, shape[:-2] + (shape[-1], shape[-2]),
                             stream=call_stream(stream, src))
     s, o = _validate(src, out, checked)
-    require_gpu("transpose")
+    if given:
+        require_gpu("transpose")                # after out's checks too
     if 0 in s.shape:
         return out
     name = _choose(s, o) if kernel is None else kernel

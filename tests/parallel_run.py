@@ -65,9 +65,13 @@ def _files(items):
     return sorted(files.items(), key=lambda kv: order(kv[0]))
 
 
+def _claim_file(directory, path):
+    return os.path.join(directory, "claim-" + hashlib.sha1(path.encode()).hexdigest()[:16])
+
+
 def _claim(directory, path, who):
     """Whether ``who`` is the first to claim test file ``path``."""
-    name = os.path.join(directory, "claim-" + hashlib.sha1(path.encode()).hexdigest()[:16])
+    name = _claim_file(directory, path)
     try:
         fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
@@ -204,9 +208,7 @@ class _Replay:
         """A failed report for each test a worker claimed and never finished (it crashed)."""
         codes = ", ".join(str(w.returncode) for w, _ in workers)
         for path, items in files:
-            claim = os.path.join(self.directory,
-                                 "claim-" + hashlib.sha1(path.encode()).hexdigest()[:16])
-            with open(claim) as f:
+            with open(_claim_file(self.directory, path)) as f:
                 who = f.read()
             if who == "main":
                 continue
