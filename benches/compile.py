@@ -47,16 +47,28 @@ FAMILIES = ((True, False, "f16", "f16", False),
             (False, False, "f16", "f32", True))
 
 
+def _family_text(family):
+    a_k, b_k, i, o, beta = family
+    return (f"{i}->{o} A:{'MxK' if a_k else 'KxM'} B:{'NxK' if b_k else 'KxN'}"
+            f"{' beta' if beta else ''}")
+
+
 def bench_targets():
     """``[target]`` (``numba_tma.precompile`` targets): each shipped GEMM config in each of
-    :data:`FAMILIES`, then every raw-pointer transpose."""
-    from numba_tma import matmul_api, precompile
+    :data:`FAMILIES`, then every raw-pointer transpose. A child process finds its target by
+    ``precompile.describe``'s line (the same in a ``--baseline`` checkout's code)."""
+    from numba_tma import precompile
 
-    out = []
-    for name, cfg in matmul_api.SHIPPED_CONFIGS.items():
-        for family in FAMILIES:
-            out.append(("matmul", name, (cfg.kernel_key(), *family)))
-    return out + [t for t in precompile.targets(only="transpose")]
+    wanted = {_family_text(f) for f in FAMILIES}
+    return ([t for t in precompile.targets(only="matmul")
+             if precompile.describe(t).split(" ", 2)[2] in wanted]
+            + precompile.targets(only="transpose"))
+
+
+def _target(line):
+    from numba_tma import precompile
+
+    return next(t for t in precompile.targets() if precompile.describe(t) == line)
 
 
 # ------------------------------------------------------------------------ in a fresh process
@@ -209,7 +221,7 @@ def main(argv=None):
     if args.child:
         what = json.loads(args.child)
         if what["kind"] == "compile":
-            row = child_compile(_tuples(what["target"]), what["gpu"])
+            row = child_compile(_target(what["target"]), what["gpu"])
         elif what["kind"] == "first_call":
             row = child_first_call(what["op"])
         else:
@@ -238,7 +250,7 @@ def main(argv=None):
     print(f"{'kernel':<52} {'cold s':>7} {'front':>6} {'nvvm':>6} {'nvrtc':>6} {'link':>6}"
           f" {'import':>6}" + ("  gpu cold s" if args.gpu else ""), flush=True)
     for target in todo:
-        spec = {"kind": "compile", "target": target, "gpu": False}
+        spec = {"kind": "compile", "target": precompile.describe(target), "gpu": False}
         if base_env is not None:         # (the same minute as this code's: the machine drifts)
             before.append({"kernel": precompile.describe(target), "config": target[1],
                            **run_child(["--child", json.dumps(spec)], base_env)})
@@ -310,14 +322,10 @@ def first_calls():
 
 def _chosen_config():
     from numba_tma import matmul_api
+    from numba_tma.kernels.gemm.choose import SHIPPED_CONFIGS
 
     cfg = matmul_api.choose_config(4096, 4096, 4096)
-    return next(name for name, c in matmul_api.SHIPPED_CONFIGS.items() if c.key() == cfg.key())
-
-
-def _tuples(value):
-    """JSON's lists back into the tuples a target is made of."""
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+    return next(name for name, c in SHIPPED_CONFIGS.items() if c == cfg)
 
 
 def _cpu_name():

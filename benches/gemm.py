@@ -103,8 +103,11 @@ def parse_dtypes(text):
 
 def parse_config(text):
     """``"NAME=field=value,field=value"`` -> ``(NAME, WgmmaConfig(field=value, ...))``: a kernel
-    row named NAME forcing that config (values: integers, or true/false)."""
-    from numba_tma.kernels.gemm_wgmma import WgmmaConfig
+    row named NAME forcing that config (values: integers, or true/false; ``stream_k=true`` or
+    ``pingpong=true`` take the ladders' ``StreamKConfig`` / ``PingPongConfig``)."""
+    from numba_tma.kernels.gemm import WgmmaConfig
+    from numba_tma.ladders.gemm_pingpong import PingPongConfig
+    from numba_tma.ladders.gemm_stream_k import StreamKConfig
 
     name, sep, spec = text.partition("=")
     name = name.strip()
@@ -124,8 +127,13 @@ def parse_config(text):
             except ValueError:
                 raise ValueError(f"--config {text!r}: {key} = {value!r} is not an integer or "
                                  f"true/false") from None
+    cls = WgmmaConfig
+    if fields.pop("stream_k", False):
+        cls = StreamKConfig
+    if fields.pop("pingpong", False):
+        cls = PingPongConfig
     try:
-        return name, WgmmaConfig(**fields)
+        return name, cls(**fields)
     except TypeError as exc:            # an unknown keyword
         raise ValueError(f"--config {text!r}: {exc}") from None
 
@@ -170,8 +178,9 @@ def kernels(torch, configs=()):
     launcher(a, b, out))}``; ``configs``: extra ``(name, WgmmaConfig)`` rows (``--config``)."""
     from numba_tma import matmul
     from numba_tma.matmul_api import plan_matmul
-    from numba_tma.kernels.gemm_tma import GemmConfig
-    from numba_tma.kernels.gemm_wgmma import WgmmaConfig
+    from numba_tma.kernels.gemm import GemmConfig, WgmmaConfig
+    from numba_tma.ladders.gemm_pingpong import PingPongConfig
+    from numba_tma.ladders.gemm_stream_k import StreamKConfig
 
     def forced(cfg):
         return lambda a, b, out: matmul(a, b, out, config=cfg)
@@ -193,7 +202,7 @@ def kernels(torch, configs=()):
         "matmul()_l2none": (None, None, without_l2_promotion),
         # the ladder's rungs, forced
         "wgmma_persistent_c2": (None, None, forced(WgmmaConfig(256, cluster_m=2))),
-        "wgmma_persistent_sk": (None, None, forced(WgmmaConfig(256, stream_k=True))),
+        "wgmma_persistent_sk": (None, None, forced(StreamKConfig(256))),
         "wgmma_persistent_cb4": (None, None, forced(WgmmaConfig(256, c_buffers=4))),
         "wgmma_persistent_c2_cb4": (None, None, forced(WgmmaConfig(256, cluster_m=2,
                                                                    c_buffers=4))),
@@ -209,7 +218,7 @@ def kernels(torch, configs=()):
                                                                     bm=256, cluster_m=2))),
         # ping-pong: each consumer warpgroup its own 128 x 128 tile, epilogues under the
         # other's main loop
-        "wgmma_pingpong": (None, None, forced(WgmmaConfig(128, stages=6, pingpong=True))),
+        "wgmma_pingpong": (None, None, forced(PingPongConfig(128, stages=6))),
         "wgmma_tile_per_block": (None, None, forced(WgmmaConfig(256, stages=4,
                                                                 persistent=False))),
         "mma_sync": (None, None, forced(GemmConfig(128, 256, 4))),

@@ -4,30 +4,27 @@
 for bfloat16), each either row-major or column-major contiguous (a transposed view such as
 ``w.T`` is fine: wgmma reads it through its transpose immediates, the mma.sync rung with
 ``ldmatrix.trans``). ``out`` (M, N) is row-major float16, bfloat16 or float32; accumulation is
-fp32. The kernel is the warp-specialised TMA + ``wgmma`` GEMM of
-:mod:`numba_tma.kernels.gemm_wgmma` (a ``WgmmaConfig``); the ``mma.sync`` GEMM of
-:mod:`numba_tma.kernels.gemm_tma` stays a rung of the ladder, run when a ``GemmConfig`` is
-given. Any M, N, K work (partial tiles are zero-filled on load and clipped on store), but TMA
+fp32. The kernel is the warp-specialised TMA + ``wgmma`` GEMM of :mod:`numba_tma.kernels.gemm`
+(a ``WgmmaConfig``, chosen per shape by :mod:`numba_tma.kernels.gemm.choose`, launched as
+:mod:`numba_tma.kernels.gemm.plan` plans); the ``mma.sync`` GEMM stays a rung of the ladder,
+run when a ``GemmConfig`` is given. Any M, N, K work (partial tiles are zero-filled on load and clipped on store), but TMA
 needs every row pitch to be a multiple of 16 bytes (8 half-precision or 4 float32 elements) and
 16-byte-aligned base addresses.
 """
 
-import functools
-import math
 import numbers
-import os
-import threading
+import sys
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda, types
+from numba import cuda
 
 from ._arrays import allocate_like, numba_view
 from ._calls import BoundedCache, call_stream, operand_key
 from ._device import require_hopper
-from .launch import context_id, context_id_or_none, is_capturing, stream_handle
-from .kernels import gemm_tma, gemm_wgmma
-from .kernels._descriptors import descriptor_map, retarget
+from .launch import context_id_or_none, is_capturing, stream_handle
+from .kernels.gemm import GemmConfig, WgmmaConfig, choose
+from .kernels.gemm.plan import LaunchPlan, sm_count
 from .operands import check_device, device_to_enter, dtype_name, read_operand
 
 __all__ = ["matmul", "matmul_kernels", "MatmulPlan", "plan_matmul"]
@@ -187,7 +184,7 @@ def check_matmul(a, b, out=None, config=None):
     # Rows of A and B in memory (their contiguous dimension) that are not whole 128-byte lines.
     ragged = all(inner * op.itemsize % 128 for op, (_, inner) in ((oa, sa), (ob, sb)))
     if config is not None:
-        _family(config)
+        _check_config(config)
     if m and n and k:
         _check_tma(oa, sa, "a", "M x K row-major" if a_row else "column-major (stored K x M)")
         _check_tma(ob, sb, "b", "N-contiguous (K x N row-major)" if b_row else
@@ -208,7 +205,6 @@ def plan_matmul(a, b, out, config=None):
     c = check_matmul(a, b, out, config)
     require_hopper("matmul")                    # the checks first: the same errors without a GPU
     config = config or choose_config(c.m, c.n, c.k, ragged_rows=c.ragged)
-    _family(config)
     va, vb, vo = numba_view(a, "a"), numba_view(b, "b"), numba_view(out, "out")
     sa = va if c.a_row else _transposed(va)
     sb = vb if c.b_row else _transposed(vb)
@@ -219,353 +215,24 @@ def plan_matmul(a, b, out, config=None):
 
 
 def choose_config(m, n, k, ragged_rows=False):
-    """The wgmma configuration for an M x N x K problem: persistent 128 x 256 or 256 x 128 tiles,
-    in 2-CTA clusters that multicast B, or 128 x 192 tiles, where 128 x 256 tiles give at
-    least half the SMs a tile, else the widest of 128 x 128 and 128 x 64 that does, else
-    128 x 64, one block per tile (they fit in one wave: see ``_WGMMA_NARROW``).
-
-    Of the large tiles, the one that takes the fewest waves of the SMs (every block waits for
-    the last wave: at 4095 x 4104 the 17th column of 256, 8 columns wide, costs a fifth round
-    of 2-CTA clusters where 33 columns of 128 take 4), clusters before single CTAs, 128 x 256
-    before 256 x 128 on a tie (single CTAs win only where pairs waste SMs: one tile row). The
-    clusters take 4 stages with each slot's wgmma group retired before the next
-    (``mma_pipe=0``), as the unclustered tiles do. Where 128 x 192 tiles take no more waves
-    than that choice, they replace it (``_WGMMA_192``). Where a 128 x 256 or 128 x 192 launch
-    takes more than one wave, its blocks store each tile's C under the next tile's first
-    wgmmas (``overlap_epilogue``; see ``_OVERLAPPED``). What each choice measured against the
-    others: ``docs/gemm.md``, "Why matmul() chooses what it does".
-
-    ``ragged_rows``: neither A's nor B's rows in memory are whole 128-byte lines (K and N not
-    multiples of 64, for row-major operands). The narrower tiles then run in CTA pairs along N
-    that share A (``cluster_n=2``, see ``_WGMMA_NARROW_PAIRS``)."""
-    sms = _sm_count()
-    if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 256) >= sms // 2:
-        # (min keeps the first of the fewest waves)
-        cfg = min((_WGMMA_CLUSTER, _WGMMA_TALL_CLUSTER, _WGMMA_WIDE, _WGMMA_TALL),
-                  key=lambda cfg: waves(m, n, cfg, sms))
-        if waves(m, n, _WGMMA_192, sms) <= waves(m, n, cfg, sms):
-            cfg = _WGMMA_192            # the same rounds, each with a quarter less per block
-        return _OVERLAPPED.get(cfg.key(), cfg) if waves(m, n, cfg, sms) > 1 else cfg
-    # (fewer than sms / 2 tiles of 128 x 256: the narrower tiles fit in one wave)
-    # (pairs of them are tiles twice as wide, which number under sms / 2 too: one wave)
-    bn = 128 if math.ceil(m / gemm_wgmma.BM) * math.ceil(n / 128) >= sms // 2 else 64
-    return (_WGMMA_NARROW_PAIRS if ragged_rows else _WGMMA_NARROW)[bn]
+    """The config ``matmul()`` runs for an M x N x K problem on the current device
+    (:func:`numba_tma.kernels.gemm.choose.choose_config` with its SM count)."""
+    return choose.choose_config(m, n, k, sm_count(), ragged_rows)
 
 
-def waves(m, n, cfg, sms):
-    """Rounds of a persistent ``cfg`` launch over ``sms`` SMs: its units of work (a tile, or a
-    cluster's tiles) over the units that run at once (one per SM, or per SM pair)."""
-    cm = cfg.cluster_m
-    units = math.ceil(math.ceil(m / cfg.bm) / cm) * math.ceil(n / cfg.bn)
-    return math.ceil(units / max(1, sms // cm))
+_CONFIG_TYPES = (WgmmaConfig, GemmConfig)
 
 
-#: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
-#: (mma_pipe=0; docs/gemm.md compares it with 3 slots and a group in flight).
-_WGMMA_WIDE = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
-#: The narrower tiles, which choose_config takes only where they fit in one wave: one block per
-#: tile (the first rung), since with no next tile the persistent loop and its epilogue staging
-#: only cost. The 128 x 64 tile takes one consumer warpgroup for both m64 halves (cuBLAS's
-#: structure there); at 128 x 128 one consumer was no faster (docs/gemm.md).
-_WGMMA_NARROW = {128: gemm_wgmma.WgmmaConfig(128, stages=4, persistent=False),
-                 64: gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False, consumers=1)}
-#: ... in CTA pairs along N sharing A, where neither A's nor B's rows are whole 128-byte lines
-#: (choose_config's ragged_rows): there a box row spans two L2 lines, and a pair reads each
-#: A slice from L2 once; on aligned rows the pairs lose, with one operand ragged they about tie.
-#: Both pairs take 4 stages (the single 128 x 64 CTAs take 8). Measurements: docs/gemm.md.
-_WGMMA_NARROW_PAIRS = {bn: cfg.replace(cluster_n=2, stages=4, consumers=2)
-                       for bn, cfg in _WGMMA_NARROW.items()}
-_WGMMA_CLUSTER = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
-#: 256 x 128 tiles, where they take fewer waves (choose_config); raster groups of 4 tile rows,
-#: the 1024 rows of A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover.
-_WGMMA_TALL = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4)
-_WGMMA_TALL_CLUSTER = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4,
-                                             cluster_m=2)
-#: 128 x 192 tiles, where they take no more rounds of the SMs than the large tile
-#: choose_config picks: each round then computes a quarter less per block. That happens where
-#: 128 x 256 tiles leave SMs idle in their last round (1536^3: 96 tiles of 128 x 192 fill one
-#: round of 132 SMs where 36 pairs of 128 x 256 left 60 SMs idle). Not clustered: a pair
-#: splits B's columns into whole 64-column boxes, and 96 is not one. Where 192 columns take
-#: more rounds the large tile stays, whose pairs load fewer bytes per flop (8192^3: 21 rounds
-#: against 16).
-_WGMMA_192 = gemm_wgmma.WgmmaConfig(192, stages=4, mma_pipe=0)
-#: The 128 x 256 and 128 x 192 choices with the epilogue overlapped, where blocks take more
-#: than one tile: with one tile each there is no next tile to store under, and the overlap
-#: only costs (docs/gemm.md).
-_OVERLAPPED = {cfg.key(): cfg.replace(overlap_epilogue=True)
-               for cfg in (_WGMMA_CLUSTER, _WGMMA_WIDE, _WGMMA_192)}
-
-#: Every config choose_config can return, by a short name (numba_tma.precompile, the compile
-#: bench).
-SHIPPED_CONFIGS = {
-    "wide": _WGMMA_WIDE, "wide_ov": _OVERLAPPED[_WGMMA_WIDE.key()],
-    "cluster": _WGMMA_CLUSTER, "cluster_ov": _OVERLAPPED[_WGMMA_CLUSTER.key()],
-    "tall": _WGMMA_TALL, "tall_cluster": _WGMMA_TALL_CLUSTER,
-    "n192": _WGMMA_192, "n192_ov": _OVERLAPPED[_WGMMA_192.key()],
-    **{f"narrow{bn}": cfg for bn, cfg in _WGMMA_NARROW.items()},
-    **{f"pairs{bn}": cfg for bn, cfg in _WGMMA_NARROW_PAIRS.items()},
-}
-IN_KINDS = tuple(dict.fromkeys(_IN_KINDS.values()))          # ("f16", "bf16")
-OUT_KINDS = tuple(dict.fromkeys(_OUT_KINDS.values()))        # ("f16", "bf16", "f32")
-
-
-def kernel_variants(configs=None, in_kinds=IN_KINDS, out_kinds=OUT_KINDS, layouts=None,
-                    betas=(False, True)):
-    """``[(config name, variant)]``: the kernels matmul() may launch with ``configs`` (names
-    of :data:`SHIPPED_CONFIGS`; all by default), each ``variant`` the
-    ``(kernel_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)`` of :func:`kernel_for`.
-    ``layouts``: ``(a_kmajor, b_kmajor)`` pairs, all four by default."""
-    names = list(SHIPPED_CONFIGS) if configs is None else list(configs)
-    for name in names:
-        if name not in SHIPPED_CONFIGS:
-            raise ValueError(f"configs: {name!r} is not one of {sorted(SHIPPED_CONFIGS)}")
-    layouts = layouts or [(True, False), (True, True), (False, False), (False, True)]
-    return [(name, (SHIPPED_CONFIGS[name].kernel_key(), ak, bk, i, o, beta))
-            for name in names for ak, bk in layouts for i in in_kinds for o in out_kinds
-            for beta in betas]
-
-
-def kernel_for(variant):
-    """The :class:`numba_tma.launch.DirectKernel` of one variant (see :func:`kernel_variants`),
-    not loaded: what a launch of it loads, or ``precompile`` builds."""
-    return _direct(*variant)[0]
-
-
-_CONFIG_TYPES = (gemm_wgmma.WgmmaConfig, gemm_tma.GemmConfig)
-
-
-def _family(cfg):
-    """The kernel module of a config: gemm_wgmma for WgmmaConfig, gemm_tma for GemmConfig."""
-    if isinstance(cfg, gemm_wgmma.WgmmaConfig):
-        return gemm_wgmma
-    if isinstance(cfg, gemm_tma.GemmConfig):
-        return gemm_tma
-    raise TypeError(f"config must be a numba_tma WgmmaConfig or GemmConfig; got {cfg!r}")
-
-
-_resident = {}
-
-
-def _resident_blocks(direct, cfg, nbytes, ctx):
-    """Blocks of a persistent wgmma config that fit on the device at once: one per SM (the
-    kernel takes 384 threads x 168 registers and most of the shared memory), or whole clusters
-    as the driver reports (``cuOccupancyMaxActiveClusters``: a GPC's SMs pair up)."""
-    key = (cfg.key(), nbytes, ctx)
-    if key not in _resident:
-        if cfg.cluster_m == 1:
-            _resident[key] = _sm_count()
-        else:
-            clusters = direct.max_active_clusters(cfg.threads, (cfg.cluster_m, 1, 1), nbytes)
-            _resident[key] = clusters * cfg.cluster_m
-    return _resident[key]
-
-
-def _sm_count():
-    return _sm_count_of(cuda.get_current_device().id)
-
-
-@functools.cache
-def _sm_count_of(device_id):            # per device: a process may use several GPUs
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT
-
-
-#: The GEMM kernels' parameters (both families' SIGNATURE): the A, B and C tensor maps (16
-#: uint64 words in global memory each), M, N, K, the tile rows and columns, alpha and beta.
-_ARGTYPES = ((types.Array(types.uint64, 1, "C"),) * 3 + (types.int64,) * 5
-             + (types.float32,) * 2)
-_ALPHA, _BETA = 8, 9            # their argument positions
-#: A stream-K kernel's (gemm_wgmma.SIGNATURE_STREAM_K): then its workspace of partial tiles, the
-#: blocks' flags, and the split (whole tiles, K slices split).
-_ARGTYPES_STREAM_K = _ARGTYPES + (types.Array(types.float32, 1, "C"),
-                                  types.Array(types.uint32, 1, "C"), types.int64, types.int64)
-_WORKSPACE, _FLAGS = 10, 11
-
-
-@functools.cache
-def _direct(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta):
-    """(DirectKernel, dynamic shared bytes) of one variant; its cubin is cached on disk."""
-    from .launch import DirectKernel
-
-    if cfg_key[0] == "wgmma":
-        family, cfg = gemm_wgmma, gemm_wgmma.WgmmaConfig(*cfg_key[1:])
-    else:
-        family, cfg = gemm_tma, gemm_tma.GemmConfig(*cfg_key)
-    kernel = family.gemm_kernel(cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
-    nbytes = family.smem_bytes(cfg, 4 if out_kind == "f32" else 2)
-    key = ("matmul", cfg_key, a_kmajor, b_kmajor, in_kind, out_kind, has_beta)
-    argtypes = _ARGTYPES_STREAM_K if getattr(cfg, "stream_k", False) else _ARGTYPES
-    return DirectKernel(kernel, argtypes, key=key), nbytes
-
-
-@functools.cache
-def _ready(variant, ctx):
-    """``_direct(*variant)``, loaded in context ``ctx`` and allowed its shared memory."""
-    direct, nbytes = _direct(*variant)
-    direct.reserve_dynamic_shared(nbytes)
-    return direct, nbytes
-
-
-_workspaces = {}
-_workspaces_lock = threading.Lock()
-
-
-def _stream_k_workspace(ctx, handle):
-    """``(workspace, flags)`` of stream-K launches on stream ``handle`` in context ``ctx``: one
-    partial tile (128 x 256 fp32) and one flag per SM, the flags zeroed once (each launch
-    lowers every flag it raised). One per stream, since launches on two streams may run at
-    once; allocated on the stream's first stream-K launch, which a graph capture cannot hold."""
-    key = (ctx, handle)
-    got = _workspaces.get(key)
-    if got is None:
-        with _workspaces_lock:
-            got = _workspaces.get(key)
-            if got is None:
-                if is_capturing(handle):
-                    raise RuntimeError(
-                        "matmul: a stream-K config needs a workspace for this stream, and "
-                        "allocating it cannot happen during CUDA graph capture; call matmul "
-                        "with this config once on the capturing stream before capturing, or "
-                        "use a config without stream_k")
-                blocks = _sm_count()        # a persistent grid's most blocks (no clusters)
-                ws = cuda.device_array(gemm_wgmma.workspace_floats(256, blocks),   # widest tile
-                                       np.float32)
-                flags = cuda.to_device(np.zeros(blocks, np.uint32))
-                got = _workspaces[key] = (ws, flags)
-    return got
-
-
-@functools.cache
-def _placeholder(ctx):
-    # K = 0: nothing is loaded, but the kernel still takes operand maps.
-    return cuda.to_device(np.zeros((gemm_tma.WARP_TILE, gemm_tma.BK), np.uint16))
-
-
-def dependent_launches():
-    """Whether matmul() launches its wgmma kernels dependent (programmatic stream
-    serialization, :mod:`numba_tma.griddep`): yes unless ``NUMBA_TMA_DEPENDENT_LAUNCH`` is
-    ``0`` (or empty), read when a launcher is bound (new buffers or a new layout). What it
-    saves back to back: ``docs/gemm.md``."""
-    return os.environ.get("NUMBA_TMA_DEPENDENT_LAUNCH", "1") not in ("", "0")
+def _check_config(cfg):
+    if not isinstance(cfg, _CONFIG_TYPES):
+        raise TypeError(f"config must be a numba_tma WgmmaConfig (or a ladder's subclass of it) "
+                        f"or GemmConfig; got {cfg!r}")
 
 
 def launch(plan, alpha=1.0, beta=0.0, stream=0):
     """Run the planned GEMM on ``stream`` (asynchronous; anything
     :func:`numba_tma.launch.stream_handle` takes)."""
-    _launcher(plan, beta != 0)(alpha, beta, stream_handle(stream))
-
-
-def _launcher(plan, has_beta):
-    """``run(alpha, beta, stream_handle)`` for ``plan``."""
-    return _Layout(plan, has_beta).bind()
-
-
-class _Layout:
-    """One planned operand layout (shapes, strides, dtypes, config): kernel, grid, sizes and the
-    three tensor maps as first encoded. :meth:`bind` gives the launcher for the planned
-    buffers, or for other buffers of the same layout, whose maps are the same encodings moved
-    to the new addresses (``cuTensorMapReplaceAddress``) rather than a new plan."""
-
-    def __init__(self, plan, has_beta):
-        cfg = plan.config
-        self.empty = plan.m == 0 or plan.n == 0
-        if self.empty:
-            return
-        ctx = context_id()
-        wgmma_path = _family(cfg) is gemm_wgmma
-        # (configs that differ only in the maps' L2 promotion share a kernel)
-        kernel_key = cfg.kernel_key() if wgmma_path else cfg.key()
-        self.direct, self.nbytes = _ready((kernel_key, plan.a_kmajor, plan.b_kmajor,
-                                           plan.in_kind, plan.out_kind, has_beta), ctx)
-        w = gemm_tma.WARP_TILE              # 64: one 128B-swizzled row of 16-bit elements
-        if plan.k:
-            # the mma.sync rung's maps stay as they were measured, without L2 promotion
-            promote = cfg.l2_promotion if wgmma_path else 0
-            # In a cluster along N each CTA loads (and multicasts) half of the A slice.
-            cn = getattr(cfg, "cluster_n", 1)
-            a_map = descriptor_map(plan.a, (cfg.bm // cn, w) if plan.a_kmajor else (w, w), 128,
-                                   promote)
-            # In a cluster each CTA loads (and multicasts) 1/cluster_m of the B slice.
-            b_map = descriptor_map(plan.b, (cfg.bn // cfg.cluster_m, w) if plan.b_kmajor
-                                   else (w, w), 128, promote)
-        else:
-            a_map = b_map = descriptor_map(_placeholder(ctx), (w, w), 128)
-        if wgmma_path:
-            c_map = descriptor_map(plan.out, gemm_wgmma.c_box(plan.out_kind), 128)
-        else:
-            c_map = descriptor_map(plan.out, (w, w) if plan.out_kind != "f32" else (w, w // 2),
-                                   128)
-        self.maps = (a_map, b_map, c_map)
-        self.moves = (bool(plan.k), bool(plan.k), True)     # the K = 0 placeholder stays
-        self.spans = tuple(v.size * v.dtype.itemsize for v in (plan.a, plan.b, plan.out))
-        self.sizes = (plan.m, plan.n, plan.k, math.ceil(plan.m / cfg.bm),
-                      math.ceil(plan.n / cfg.bn))
-        if wgmma_path:
-            resident = (_resident_blocks(self.direct, cfg, self.nbytes, ctx)
-                        if cfg.persistent else None)
-            grid = gemm_wgmma.grid_size(plan.m, plan.n, cfg, resident)
-        else:
-            grid = gemm_tma.grid_size(plan.m, plan.n, cfg)
-        self.grid, self.block = (grid, 1, 1), (cfg.threads, 1, 1)
-        size = cfg.cluster_m * getattr(cfg, "cluster_n", 1)
-        self.cluster = None if size == 1 else (size, 1, 1)
-        self.ctx, self.bn = ctx, cfg.bn
-        # The wgmma kernels wait for the kernel before them in the stream (griddep.wait) only
-        # once their barriers are set up, and let the next launch in early: launched
-        # dependent (dependent_launches()), back-to-back GEMMs overlap one's start with the
-        # other's end.
-        self.wgmma = wgmma_path
-        self.stream_k = None
-        if wgmma_path and cfg.stream_k:
-            tiles = self.sizes[3] * self.sizes[4]
-            # (dp_units, sk_iters); no workspace is touched where nothing is split
-            self.stream_k = gemm_wgmma.stream_k_split(tiles, grid, math.ceil(plan.k / 64))
-
-    def overlaps(self, a_ptr, b_ptr, out_ptr):
-        """Whether out at ``out_ptr`` would overlap a or b (then the full check reports it)."""
-        if self.empty:
-            return False
-        sa, sb, so = self.spans
-        return any(ptr < out_ptr + so and out_ptr < ptr + span and span and so
-                   for ptr, span in ((a_ptr, sa), (b_ptr, sb)))
-
-    def bind(self, *addresses):
-        """``run(alpha, beta, stream_handle)`` on the planned buffers, or on the buffers at
-        ``addresses`` (a, b, out). Launched from the maps' device copies with the words packed
-        once (launch.DirectKernel.prepare), not through numba's per-call argument typing."""
-        if self.empty:
-            return lambda alpha, beta, stream: None
-        maps = []
-        for i, tmap in enumerate(self.maps):
-            if addresses and self.moves[i] and addresses[i] != tmap.address:
-                maps.append(retarget(tmap.encoded, addresses[i]))
-            else:
-                maps.append(tmap.device_array)
-        words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
-        split = ()
-        if self.stream_k is not None:       # the workspace's addresses are set per stream
-            split = ((0, gemm_wgmma.workspace_floats(self.bn, self.grid[0])),
-                     (0, self.grid[0]), *self.stream_k)
-        prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
-                                       *split, shared_mem=self.nbytes, cluster=self.cluster,
-                                       dependent=self.wgmma and dependent_launches())
-        lock, set_arg, set_pointer = prepared.lock, prepared.set, prepared.set_pointer
-        last = [1.0, 0.0, None]                    # alpha, beta and the stream as packed
-        workspace = self.stream_k is not None and self.stream_k[1] > 0
-        ctx = self.ctx
-
-        def run(alpha, beta, stream, maps=maps):   # maps held: the kernel reads these copies
-            with lock:
-                if alpha != last[0] or beta != last[1]:
-                    set_arg(_ALPHA, alpha)
-                    set_arg(_BETA, beta)
-                    last[:2] = alpha, beta
-                if workspace and stream != last[2]:
-                    ws, flags = _stream_k_workspace(ctx, stream)
-                    set_pointer(_WORKSPACE, ws.__cuda_array_interface__["data"][0])
-                    set_pointer(_FLAGS, flags.__cuda_array_interface__["data"][0])
-                    last[2] = stream
-                prepared(stream)
-        return run
+    LaunchPlan(plan, beta != 0).bind()(alpha, beta, stream_handle(stream))
 
 
 #: matmul() remembers the launchers of its last operand sets, keyed by the CUDA context and
@@ -590,9 +257,10 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     block, or one from CUDA's stream-ordered pool, in stream order:
     ``_arrays.stream_ordered_array``;
     ``numba_tma.release_outputs()`` frees the recycled blocks).
-    ``config`` forces a kernel: a :class:`~numba_tma.kernels.gemm_wgmma.WgmmaConfig` (the
-    wgmma GEMM, chosen per shape when None) or a
-    :class:`~numba_tma.kernels.gemm_tma.GemmConfig` (the mma.sync rung). Needs an sm_90 GPU.
+    ``config`` forces a kernel: a :class:`~numba_tma.kernels.gemm.WgmmaConfig` (the wgmma
+    GEMM, chosen per shape when None; the ladders' ``StreamKConfig`` and ``PingPongConfig``
+    are such configs too) or a :class:`~numba_tma.kernels.gemm.GemmConfig` (the mma.sync
+    rung). Needs an sm_90 GPU.
 
     Streams: runs asynchronously on ``stream`` (a ``torch.cuda.Stream``, CuPy or numba stream,
     cuda.core stream or raw handle); without one, on torch's current stream for torch tensors
@@ -629,7 +297,7 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
     handle = call_stream(stream, a)
     ctx = None
     known_config = config is None or isinstance(config, _CONFIG_TYPES)   # else: reported below
-    cfg_key = config.key() if config is not None and known_config else None
+    cfg_key = config if known_config else None     # (a config is its own key)
     ka, kb = operand_key(a), operand_key(b)
     if out is None and out_dtype is None and beta == 0 and _torch_like(a, b):
         out = a.new_empty((a.shape[0], b.shape[1]))     # a's dtype; checked with a's below
@@ -672,7 +340,7 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
     else:
         plan = plan_matmul(a, b, out, config)       # every check, then the GPU's
         _refuse_capture(handle)
-        layout = _Layout(plan, beta != 0)
+        layout = LaunchPlan(plan, beta != 0)
         run = layout.bind()
         if layout_key is not None:
             _layouts.put(layout_key, layout)
@@ -719,22 +387,23 @@ def matmul_kernels():
     ``matmul()`` runs, forced by their config, then the seed ladders'.
 
     Each launcher returns ``out`` (allocated when None) and has a ``kind``: ``"shipped"`` (in
-    :mod:`numba_tma.kernels`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile, the
-    persistent kernel ``matmul()`` runs, its 2-CTA cluster form, its stream-K form, its
-    256 x 128 tiles and its ping-pong form, and the ``mma.sync`` ``GemmConfig`` rung; each
-    validates like ``matmul()``) or ``"ladder"`` (in
-    :mod:`numba_tma.ladders`: seed 004's SIMT fp32 GEMM, float32 operands only, and seed 002's
-    one-warp rungs, 16 x 16 float16 operands only; each checks its own operands); its
-    ``module`` names the module the kernel lives in.
+    :mod:`numba_tma.kernels.gemm`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile,
+    the persistent kernel ``matmul()`` runs, its 2-CTA cluster form and its 256 x 128 tiles,
+    and the ``mma.sync`` ``GemmConfig`` rung) or ``"ladder"`` (in :mod:`numba_tma.ladders`:
+    the stream-K and ping-pong wgmma GEMMs, forced through ``matmul()``'s config as the
+    shipped rungs are and validated like it; seed 004's SIMT fp32 GEMM, float32 operands only,
+    and seed 002's one-warp rungs, 16 x 16 float16 operands only, each checking its own
+    operands); its ``module`` names the module of the kernel's config (or function).
     """
-    from .ladders import simt_gemm, warp_gemm
+    from .ladders import gemm_pingpong, gemm_stream_k, simt_gemm, warp_gemm
 
     def forced(cfg):
         def launch(a, b, out=None, stream=None):
             return matmul(a, b, out, config=cfg, stream=stream)
 
-        launch.__doc__ = f"``matmul(a, b, out, config={cfg!r})``: {_family(cfg).__doc__}"
-        return launch, _family(cfg).__name__
+        module = sys.modules[type(cfg).__module__]
+        launch.__doc__ = f"``matmul(a, b, out, config={cfg!r})``: {module.__doc__}"
+        return launch, module.__name__
 
     def seed(fn):
         def launch(a, b, out=None, stream=None):
@@ -744,13 +413,13 @@ def matmul_kernels():
         return launch, fn.__module__
 
     table = {
-        "wgmma_tile_per_block": forced(gemm_wgmma.WgmmaConfig(persistent=False)),
-        "wgmma_persistent": forced(gemm_wgmma.WgmmaConfig()),
-        "wgmma_persistent_c2": forced(gemm_wgmma.WgmmaConfig(cluster_m=2)),
-        "wgmma_persistent_sk": forced(gemm_wgmma.WgmmaConfig(stream_k=True)),
-        "wgmma_persistent_m256": forced(_WGMMA_TALL),
-        "wgmma_pingpong": forced(gemm_wgmma.WgmmaConfig(128, stages=6, pingpong=True)),
-        "mma_sync": forced(gemm_tma.GemmConfig()),
+        "wgmma_tile_per_block": forced(WgmmaConfig(persistent=False)),
+        "wgmma_persistent": forced(WgmmaConfig()),
+        "wgmma_persistent_c2": forced(WgmmaConfig(cluster_m=2)),
+        "wgmma_persistent_m256": forced(choose.TALL),
+        "mma_sync": forced(GemmConfig()),
+        "wgmma_stream_k": forced(gemm_stream_k.StreamKConfig()),
+        "wgmma_pingpong": forced(gemm_pingpong.PingPongConfig(128, stages=6)),
         "simt_fp32": seed(simt_gemm.simt_gemm),
         **{f"warp16_{rung}": seed(fn) for rung, fn in warp_gemm.LADDER.items()},
     }

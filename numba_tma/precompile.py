@@ -27,15 +27,15 @@ __all__ = ["targets", "precompile", "main"]
 
 def targets(only=None, configs=None, dtypes=None, out_dtypes=None, betas=(False, True)):
     """``[(family, name, variant)]`` to build: ``family`` "matmul" or "transpose"; ``name`` the
-    GEMM config's (``matmul_api.SHIPPED_CONFIGS``) or the transpose's; ``variant`` what that
-    family's ``kernel_for`` takes."""
-    from . import matmul_api, transpose_api
+    GEMM config's (``kernels.gemm.choose.SHIPPED_CONFIGS``) or the transpose's; ``variant``
+    what that family's ``kernel_for`` takes."""
+    from . import transpose_api
+    from .kernels.gemm import plan
 
     out = []
     if only in (None, "matmul"):
-        out += [("matmul", name, variant) for name, variant in matmul_api.kernel_variants(
-            configs, dtypes or matmul_api.IN_KINDS, out_dtypes or matmul_api.OUT_KINDS,
-            betas=betas)]
+        out += [("matmul", name, variant) for name, variant in plan.kernel_variants(
+            configs, dtypes or plan.IN_KINDS, out_dtypes or plan.OUT_KINDS, betas=betas)]
     if only in (None, "transpose"):
         out += [("transpose", name, variant)
                 for name, variant in transpose_api.kernel_variants()]
@@ -46,7 +46,7 @@ def describe(target):
     """One line naming a target: ``matmul cluster_ov f16->f16 A:MxK B:KxN`` and the like."""
     family, name, variant = target
     if family == "matmul":
-        _, a_k, b_k, i, o, beta = variant
+        _, (a_k, b_k, i, o, beta) = variant
         return (f"matmul {name} {i}->{o} A:{'MxK' if a_k else 'KxM'} "
                 f"B:{'NxK' if b_k else 'KxN'}{' beta' if beta else ''}")
     itemsize, row_offset = variant
@@ -57,9 +57,9 @@ def kernel_of(target):
     """The :class:`numba_tma.launch.DirectKernel` of a target."""
     family, name, variant = target
     if family == "matmul":
-        from . import matmul_api
+        from .kernels.gemm import plan
 
-        return matmul_api.kernel_for(variant)
+        return plan.kernel_for(variant)
     from . import transpose_api
 
     return transpose_api.kernel_for(name, variant)

@@ -553,14 +553,14 @@ def test_gemm_bench_arguments(gemm):
 
 
 def test_gemm_bench_config_rows(gemm):
-    from numba_tma.kernels.gemm_wgmma import WgmmaConfig
+    from numba_tma.kernels.gemm import WgmmaConfig
+    from numba_tma.ladders.gemm_pingpong import PingPongConfig
 
     args = gemm.parse_args(["--config", "w=bn=256, stages=4,mma_pipe=0,l2_promotion=0",
                             "--config", "pp=bn=128,stages=6,pingpong=true"])
     (n1, c1), (n2, c2) = args.configs
-    assert n1 == "w" and c1.key() == WgmmaConfig(256, stages=4, mma_pipe=0,
-                                                  l2_promotion=0).key()
-    assert n2 == "pp" and c2.key() == WgmmaConfig(128, stages=6, pingpong=True).key()
+    assert n1 == "w" and c1 == WgmmaConfig(256, stages=4, mma_pipe=0, l2_promotion=0)
+    assert n2 == "pp" and c2 == PingPongConfig(128, stages=6)
     table = gemm.kernels(None, args.configs)
     assert table["w"][:2] == (None, None) and callable(table["w"][2])
     with pytest.raises(ValueError, match="exists"):

@@ -17,7 +17,8 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
 import numpy as np
 from numba import cuda, types
 
-from numba_tma import matmul_api, offline, precompile, transpose_api, wgmma
+from numba_tma import offline, precompile, transpose_api, wgmma
+from numba_tma.kernels.gemm import choose
 from numba_tma._bridge import inline_device
 from numba_tma.offline import compile_kernel
 
@@ -115,8 +116,8 @@ def test_precompile_targets_cover_every_choice():
     todo = precompile.targets()
     gemm = [t for t in todo if t[0] == "matmul"]
     # every config choose_config returns, both input dtypes, three outputs, four layouts, beta
-    assert len(gemm) == len(matmul_api.SHIPPED_CONFIGS) * 2 * 3 * 4 * 2
-    assert {t[1] for t in gemm} == set(matmul_api.SHIPPED_CONFIGS)
+    assert len(gemm) == len(choose.SHIPPED_CONFIGS) * 2 * 3 * 4 * 2
+    assert {t[1] for t in gemm} == set(choose.SHIPPED_CONFIGS)
     assert len([t for t in todo if t[0] == "transpose"]) == 16
     sms = 132
     chosen = set()
@@ -124,14 +125,8 @@ def test_precompile_targets_cover_every_choice():
                     (8192, 1024, 8192), (1536, 1536, 1536), (4095, 4104, 4096), (64, 64, 64),
                     (768, 2048, 4096), (3000, 5000, 2000), (256, 8192, 512)]:
         for ragged in (False, True):
-            original = matmul_api._sm_count
-            matmul_api._sm_count = lambda: sms
-            try:
-                cfg = matmul_api.choose_config(m, n, k, ragged_rows=ragged)
-            finally:
-                matmul_api._sm_count = original
-            chosen.add(cfg.kernel_key())
-    shipped = {cfg.kernel_key() for cfg in matmul_api.SHIPPED_CONFIGS.values()}
+            chosen.add(choose.choose_config(m, n, k, sms, ragged).kernel_config())
+    shipped = {cfg.kernel_config() for cfg in choose.SHIPPED_CONFIGS.values()}
     assert chosen <= shipped
     assert precompile.describe(gemm[0]) == "matmul wide f16->f16 A:MxK B:KxN"
 
@@ -167,11 +162,10 @@ def test_precompile_fills_the_key_a_launch_reads(tmp_path):
     # A launch on an sm_90 GPU finds each of them under its own key, in another process.
     probe = (
         "import json\n"
-        "from numba_tma import matmul_api\n"
+        "from numba_tma.kernels.gemm import plan\n"
         "hits = []\n"
-        "for name, v in matmul_api.kernel_variants(['narrow64'], ['f16'], ['f16'], "
-        "betas=(False,)):\n"
-        "    hits.append(matmul_api.kernel_for(v).cached('sm_90a'))\n"
+        "for name, v in plan.kernel_variants(['narrow64'], ['f16'], ['f16'], betas=(False,)):\n"
+        "    hits.append(plan.kernel_for(v).cached('sm_90a'))\n"
         "print(json.dumps(hits))\n")
     seen = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
                           text=True, timeout=300)

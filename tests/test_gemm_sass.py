@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from numba_tma.kernels.gemm_tma import (ACC, DEFAULT_CONFIG, SIGNATURE, GemmConfig, gemm_kernel,
-                                        smem_bytes)
+from numba_tma.kernels.gemm import KernelSpec
+from numba_tma.kernels.gemm.mma_sync import ACC, DEFAULT_CONFIG, GemmConfig, smem_bytes
 from numba_tma.offline import compile_kernel
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
@@ -19,11 +19,14 @@ HMMA_PER_STAGE = 4 * 32          # 4 k16 steps x (4 m16 x 8 n8) tiles per warp
 LDSM_PER_STAGE = 4 * 8           # 4 k16 steps x (4 A + 4 B) ldmatrix.x4
 
 
+def _compile(cfg, *spec):
+    return compile_kernel(cfg.kernel(KernelSpec(*spec)), cfg.signature)
+
+
 @pytest.mark.parametrize("a_kmajor, b_kmajor", [(True, False), (True, True), (False, False),
                                                 (False, True)])
 def test_main_loop_sass(a_kmajor, b_kmajor):
-    kb = compile_kernel(gemm_kernel(DEFAULT_CONFIG.key(), a_kmajor, b_kmajor, "f16", "f16", False),
-                        SIGNATURE)
+    kb = _compile(DEFAULT_CONFIG, a_kmajor, b_kmajor, "f16", "f16", False)
     assert kb.local_bytes == 0 and kb.stack_bytes == 0
     assert kb.spill_stores == 0 and kb.spill_loads == 0
     assert not kb.has("LDL") and not kb.has("STL")
@@ -42,19 +45,16 @@ def test_main_loop_sass(a_kmajor, b_kmajor):
 
 def test_odd_warp_count_compiles():
     # 192 x 128: 6 warps take turns as producer by j % 6 (not a power of two).
-    kb = compile_kernel(gemm_kernel((192, 128, 2, 8, 1), True, False, "f16", "f16", False),
-                        SIGNATURE)
+    kb = _compile(GemmConfig(192, 128, 2), True, False, "f16", "f16", False)
     assert kb.count("HMMA.16816.F32") == HMMA_PER_STAGE and kb.local_bytes == 0
 
 
 def test_f32_out_with_beta_and_bf16():
-    kb = compile_kernel(gemm_kernel(DEFAULT_CONFIG.key(), True, False, "bf16", "f32", True),
-                        SIGNATURE)
+    kb = _compile(DEFAULT_CONFIG, True, False, "bf16", "f32", True)
     assert kb.count("HMMA.16816.F32.BF16") == HMMA_PER_STAGE
     assert kb.local_bytes == 0 and kb.spill_stores == 0 and not kb.has("STSM")
     assert kb.count("UTMASTG.2D") == 2              # two 64 x 32 f32 boxes per warp
-    kb = compile_kernel(gemm_kernel(DEFAULT_CONFIG.key(), True, True, "f16", "bf16", True),
-                        SIGNATURE)
+    kb = _compile(DEFAULT_CONFIG, True, True, "f16", "bf16", True)
     assert kb.has("F2FP.BF16.F32.PACK_AB") and kb.count("LDSM.16.M88.4") >= LDSM_PER_STAGE
     assert kb.local_bytes == 0 and kb.spill_stores == 0
 

@@ -80,17 +80,19 @@ def test_matmul_kernels_are_labelled():
 
     kernels = mm.matmul_kernels()
     assert list(kernels) == ["wgmma_tile_per_block", "wgmma_persistent", "wgmma_persistent_c2",
-                             "wgmma_persistent_sk", "wgmma_persistent_m256", "wgmma_pingpong",
-                             "mma_sync",
-                             "simt_fp32", "warp16_smem", "warp16_padded", "warp16_ldmatrix",
-                             "warp16_swizzle"]
+                             "wgmma_persistent_m256", "mma_sync", "wgmma_stream_k",
+                             "wgmma_pingpong", "simt_fp32", "warp16_smem", "warp16_padded",
+                             "warp16_ldmatrix", "warp16_swizzle"]
     for name, fn in kernels.items():
         assert fn.__name__ == name and fn.__doc__, name
         want = "shipped" if fn.module.startswith("numba_tma.kernels.") else "ladder"
         assert fn.kind == want and fn.module.split(".")[1] in ("kernels", "ladders"), name
-    assert kernels["wgmma_persistent"].module == "numba_tma.kernels.gemm_wgmma"
-    assert kernels["mma_sync"].module == "numba_tma.kernels.gemm_tma"
-    assert kernels["simt_fp32"].kind == kernels["warp16_swizzle"].kind == "ladder"
+    assert kernels["wgmma_persistent"].module == "numba_tma.kernels.gemm.config"
+    assert kernels["mma_sync"].module == "numba_tma.kernels.gemm.mma_sync"
+    assert kernels["wgmma_stream_k"].module == "numba_tma.ladders.gemm_stream_k"
+    assert kernels["wgmma_pingpong"].module == "numba_tma.ladders.gemm_pingpong"
+    assert {kernels[n].kind for n in ("simt_fp32", "warp16_swizzle", "wgmma_stream_k",
+                                      "wgmma_pingpong")} == {"ladder"}
 
 
 def test_public_functions_and_their_modules_both_reachable():

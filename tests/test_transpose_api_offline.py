@@ -153,16 +153,13 @@ def test_direct_kernel_cluster_checked_before_the_driver():
 
 
 def test_matmul_argtypes_are_the_gemm_signature():
-    import sys
-
     from numba.core import sigutils
 
-    from numba_tma.kernels import gemm_tma, gemm_wgmma
+    from numba_tma.kernels.gemm import GemmConfig, WgmmaConfig, plan
 
-    argtypes = sys.modules["numba_tma.matmul_api"]._ARGTYPES
-    for family in (gemm_tma, gemm_wgmma):
-        args, _ = sigutils.normalize_signature(family.SIGNATURE)
-        assert tuple(args) == argtypes
+    for cfg in (GemmConfig(), WgmmaConfig()):
+        args, _ = sigutils.normalize_signature(cfg.signature)
+        assert tuple(args) == plan.ARGTYPES
 
 
 class RecordingKernel:

@@ -137,13 +137,13 @@ def test_switch_parsing():
 GEMM_SCRIPT = r'''
 import json
 from numba_tma import mbarrier
-from numba_tma.kernels import gemm_wgmma as g
+from numba_tma.kernels.gemm import KernelSpec, WgmmaConfig
+from numba_tma.ladders.gemm_stream_k import StreamKConfig
 from numba_tma.offline import compile_kernel
 res = {"timeout": mbarrier.WAIT_TIMEOUT_NS}
 for sk in (False, True):
-    cfg = g.WgmmaConfig(256, stream_k=sk)
-    kb = compile_kernel(g.gemm_kernel(cfg.key(), True, True, "f16", "f16", False),
-                        g.signature(cfg))
+    cfg = StreamKConfig(256) if sk else WgmmaConfig(256)
+    kb = compile_kernel(cfg.kernel(KernelSpec(True, True, "f16", "f16", False)), cfg.signature)
     res[str(sk)] = {"traps": sum(op.startswith("BPT.TRAP") for op in kb.mnemonics()),
                     "timer": "GLOBALTIMER" in kb.sass}
 print("RESULT" + json.dumps(res))

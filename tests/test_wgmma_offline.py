@@ -4,6 +4,7 @@ descriptor and fragment numpy models, the SASS of the one-warpgroup probe for ev
 no ptxas wgmma warnings) and of the warp-specialised GEMM (USETMAXREG both ways where 128
 accumulators need it, HGMMA 64xBNx16, clean consumer path), and the typing errors."""
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -15,7 +16,11 @@ from numba.core.errors import TypingError
 
 from numba_tma import swizzle, wgmma
 from numba_tma._bridge import PTX_DIR
-from numba_tma.kernels import gemm_wgmma
+from numba_tma.kernels.gemm import GemmConfig, KernelSpec, WgmmaConfig, choose, scheduler
+from numba_tma.kernels.gemm.config import C_BOX_BYTES, L2_PROMOTION, MAX_DYNAMIC_SMEM, smem_bytes
+from numba_tma.ladders import gemm_stream_k
+from numba_tma.ladders.gemm_pingpong import PingPongConfig
+from numba_tma.ladders.gemm_stream_k import StreamKConfig
 from numba_tma.ladders.wgmma_probe import probe_kernel, probe_signature
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean, collected, compiled_in_processes, take
@@ -243,11 +248,22 @@ def _r2ur_in_groups(sass):
     return count
 
 
+def gemm_config(bn, kw):
+    """The config of a GEMM_CASES entry: ``stream_k`` and ``pingpong`` name the ladders'."""
+    kw = dict(kw)
+    cls = WgmmaConfig
+    if kw.pop("stream_k", False):
+        cls = StreamKConfig
+    if kw.pop("pingpong", False):
+        cls = PingPongConfig
+    return cls(bn, **kw)
+
+
 def build_gemm(case):
     """The GEMM kernel of a GEMM_CASES entry, compiled (in a worker process)."""
     *args, bn, kw = case
-    cfg = gemm_wgmma.WgmmaConfig(bn, **kw)
-    return compile_kernel(gemm_wgmma.gemm_kernel(cfg.key(), *args), gemm_wgmma.signature(cfg))
+    cfg = gemm_config(bn, kw)
+    return compile_kernel(cfg.kernel(KernelSpec(*args)), cfg.signature)
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +275,8 @@ def gemm_binaries(request):
 @pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_gemm_sass(case, gemm_binaries):
     *args, bn, kw = case
-    cfg = gemm_wgmma.WgmmaConfig(bn, **kw)
+    cfg = gemm_config(bn, kw)
+    stream_k = isinstance(cfg, StreamKConfig)
     kb = take(gemm_binaries, case)
     check_clean(kb)
     assert wgmma.check_wgmma_link_log(kb.info_log) == []
@@ -274,14 +291,14 @@ def test_gemm_sass(case, gemm_binaries):
     lines = _gmma_lines(kb)
     assert lines and all(ln.startswith(f"HGMMA.64x{bn}x16.F32") for ln in lines)
     # m64 halves per consumer: a ping-pong or a block's only consumer takes a tile's two
-    halves = 2 if cfg.pingpong or cfg.consumers == 1 else cfg.bm // 128
+    halves = 2 if isinstance(cfg, PingPongConfig) or cfg.consumers == 1 else cfg.bm // 128
     assert len(lines) % (4 * halves) == 0                # 4 k16 steps per slot and m64 half
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D") and kb.has("STSM" if args[3] != "f32"
                                                                      else "STS")
     assert kb.has("UTMALDG.2D.MULTICAST") == (cfg.cluster_m * cfg.cluster_n == 2)
     # A cluster's CTAs meet once: a relaxed arrive and a wait at the start (the producer drains
     # its empty barriers at the end), never a releasing arrive's GPU-scope MEMBAR, which waited
-    # on every thread's stores (benches/results/gemm-cluster-h100.txt).
+    # on every thread's stores (docs/gemm.md).
     assert kb.sass.count("UCGABAR_ARV") == kb.sass.count("UCGABAR_WAIT") == \
         (cfg.cluster_m * cfg.cluster_n - 1)
     assert not kb.has("MEMBAR.ALL.GPU")
@@ -294,7 +311,7 @@ def test_gemm_sass(case, gemm_binaries):
     # Stream-K's fixup: the partial's flag raised (EXCH) and lowered by its finalizer (CAS),
     # behind gpu-scope fences; nothing of it in the other kernels.
     for op in ("ATOMG.E.EXCH.STRONG.GPU", "ATOMG.E.CAS.STRONG.GPU", "MEMBAR.SC.GPU"):
-        assert kb.has(op) == cfg.stream_k, op
+        assert kb.has(op) == stream_k, op
     # The overlapped epilogue stores C while the next tile's wgmma group runs; only there.
     overlapped = cfg.overlap_epilogue and args[3] != "f32" and not args[4]
     assert _stores_under_wgmma(kb.sass) == overlapped
@@ -308,131 +325,141 @@ def test_gemm_sass(case, gemm_binaries):
     assert sass.find("ACQBULK") < min(sass.find("UTMALDG"), sass.find("UTMASTG"))
     assert kb.count("UTMACCTL.PF") == 3
     # Each group's HGMMAs issue back to back from uniform registers (wgmma.warpgroup_index and
-    # the consumers' uniform ring slot; benches/results/gemm-uniform-h100.txt). Not yet where
-    # f32 output with beta or stream-K's fixup crowd the uniform registers: there ptxas still
-    # builds B's descriptors per thread.
-    if not cfg.stream_k and not (args[3] == "f32" and args[4]):
+    # the consumers' uniform ring slot; docs/gemm.md). Not yet where f32 output with beta or
+    # stream-K's fixup crowd the uniform registers: there ptxas still builds B's descriptors
+    # per thread.
+    if not stream_k and not (args[3] == "f32" and args[4]):
         assert _r2ur_in_groups(sass) == 0
 
 
 def test_config_errors():
     with pytest.raises(ValueError, match="bn = 96"):
-        gemm_wgmma.WgmmaConfig(96)
+        WgmmaConfig(96)
     with pytest.raises(ValueError, match="power of two"):
-        gemm_wgmma.WgmmaConfig(256, stages=3, persistent=False)
+        WgmmaConfig(256, stages=3, persistent=False)
     with pytest.raises(ValueError, match="cluster_m = 2 must be 1, or 2 with persistent"):
-        gemm_wgmma.WgmmaConfig(256, persistent=False, cluster_m=2)
+        WgmmaConfig(256, persistent=False, cluster_m=2)
     with pytest.raises(ValueError, match="bn = 128 or 256"):
-        gemm_wgmma.WgmmaConfig(192, cluster_m=2)
+        WgmmaConfig(192, cluster_m=2)
     for bad in (dict(), dict(persistent=False, cluster_n=3)):
         with pytest.raises(ValueError, match="cluster_n = [23] must be 1, or 2 with "
                                              "persistent=False"):
-            gemm_wgmma.WgmmaConfig(64, **{"cluster_n": 2, **bad})
-    cn = gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False, cluster_n=2)
-    assert "cluster_n=2" in repr(cn) and gemm_wgmma.WgmmaConfig(*cn.key()[1:]).key() == cn.key()
+            WgmmaConfig(64, **{"cluster_n": 2, **bad})
+    cn = WgmmaConfig(64, stages=8, persistent=False, cluster_n=2)
+    assert "cluster_n=2" in repr(cn)
     for bad in ({"consumers": 3}, {"consumers": 0}, {"consumers": 1, "persistent": True},
                 {"consumers": 1, "bn": 256, "stages": 4}):
         with pytest.raises(ValueError, match="consumers"):
-            gemm_wgmma.WgmmaConfig(**{"bn": 64, "persistent": False, **bad})
-    one = gemm_wgmma.WgmmaConfig(64, stages=8, persistent=False, consumers=1)
-    assert "consumers=1" in repr(one) and "consumers" not in repr(cn)
-    assert gemm_wgmma.WgmmaConfig(*one.key()[1:]).key() == one.key() != cn.key()
-    assert (one.threads, cn.threads, gemm_wgmma.WgmmaConfig().threads) == (256, 384, 384)
-    assert gemm_wgmma.grid_size(1000, 1032, cn) == 8 * 18    # 17 tiles along N, paired: 18
-    for bad in (dict(cluster_m=2), dict(persistent=False, stages=4)):
-        with pytest.raises(ValueError, match="stream_k = True needs persistent=True and "
-                                             "cluster_m = 1"):
-            gemm_wgmma.WgmmaConfig(256, stream_k=True, **bad)
-    for bad in (dict(cluster_m=2), dict(bm=256), dict(mma_pipe=0), dict(stream_k=True)):
-        with pytest.raises(ValueError, match="pingpong=True"):
-            gemm_wgmma.WgmmaConfig(128, pingpong=True, **bad)
-    with pytest.raises(ValueError, match="pingpong=True"):
-        gemm_wgmma.WgmmaConfig(256, pingpong=True)
-    pp = gemm_wgmma.WgmmaConfig(128, stages=6, pingpong=True)
-    assert "pingpong=True" in repr(pp) and gemm_wgmma.WgmmaConfig(*pp.key()[1:]).key() == pp.key()
+            WgmmaConfig(**{"bn": 64, "persistent": False, **bad})
+    one = WgmmaConfig(64, stages=8, persistent=False, consumers=1)
+    assert "consumers=1" in repr(one) and "consumers" not in repr(cn) and one != cn
+    assert (one.threads, cn.threads, WgmmaConfig().threads) == (256, 384, 384)
+    assert scheduler.grid_size(1000, 1032, cn) == 8 * 18    # 17 tiles along N, paired: 18
+    for bad in (dict(cluster_m=2), dict(persistent=False, stages=4), dict(bm=256, bn=128),
+                dict(stages=4, mma_pipe=0, overlap_epilogue=True)):
+        with pytest.raises(ValueError, match="stream-K needs persistent=True, cluster_m=1"):
+            StreamKConfig(**{"bn": 256, **bad})
+    for bad in (dict(cluster_m=2), dict(bm=256), dict(mma_pipe=0),
+                dict(stages=4, mma_pipe=0, overlap_epilogue=True)):
+        with pytest.raises(ValueError, match="ping-pong"):
+            PingPongConfig(128, **bad)
+    with pytest.raises(ValueError, match="ping-pong"):
+        PingPongConfig(256)
+    pp = PingPongConfig(128, stages=6)
+    assert repr(pp).startswith("PingPongConfig(bn=128, stages=6")
+    assert pp != WgmmaConfig(128, stages=6)          # (a dataclass compares its class too)
     # the two turn barriers: 16 bytes more than the same ring without ping-pong
-    assert (gemm_wgmma.smem_bytes(pp, 2) - gemm_wgmma.smem_bytes(gemm_wgmma.WgmmaConfig(
-        128, stages=6), 2)) == 16 and gemm_wgmma.smem_bytes(pp, 4) <= gemm_wgmma.MAX_DYNAMIC_SMEM
-    sk = gemm_wgmma.WgmmaConfig(256, stream_k=True)
-    assert sk.key() != gemm_wgmma.WgmmaConfig(256).key() and "stream_k=True" in repr(sk)
-    assert gemm_wgmma.WgmmaConfig(*sk.key()[1:]).key() == sk.key()
-    assert gemm_wgmma.signature(sk) == gemm_wgmma.SIGNATURE_STREAM_K
-    assert gemm_wgmma.workspace_floats(256, 132) == 132 * 256 * 128
+    assert (smem_bytes(pp, 2) - smem_bytes(WgmmaConfig(128, stages=6), 2)) == 16
+    assert smem_bytes(pp, 4) <= MAX_DYNAMIC_SMEM
+    sk = StreamKConfig(256)
+    assert sk != WgmmaConfig(256) and repr(sk).startswith("StreamKConfig(bn=256")
+    assert sk.signature == gemm_stream_k.SIGNATURE_STREAM_K != WgmmaConfig().signature
+    assert gemm_stream_k.workspace_floats(256, 132) == 132 * 256 * 128
     for bad in (dict(c_buffers=3), dict(c_buffers=4, persistent=False, stages=4)):
         with pytest.raises(ValueError, match="c_buffers = "):
-            gemm_wgmma.WgmmaConfig(256, **bad)
+            WgmmaConfig(256, **bad)
     with pytest.raises(ValueError, match="shared memory"):          # 4 x 48 + 64 KiB
-        gemm_wgmma.WgmmaConfig(256, stages=4, c_buffers=4)
+        WgmmaConfig(256, stages=4, c_buffers=4)
     with pytest.raises(ValueError, match="mma_pipe = 2"):
-        gemm_wgmma.WgmmaConfig(256, mma_pipe=2)
-    p0 = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
-    assert "mma_pipe=0" in repr(p0) and gemm_wgmma.WgmmaConfig(*p0.key()[1:]).key() == p0.key()
-    assert p0.key() != gemm_wgmma.WgmmaConfig(256, stages=4).key()
-    cb4 = gemm_wgmma.WgmmaConfig(256, c_buffers=4)
-    assert "c_buffers=4" in repr(cb4) and gemm_wgmma.WgmmaConfig(*cb4.key()[1:]).key() == cb4.key()
-    assert (gemm_wgmma.smem_bytes(cb4, 2) - gemm_wgmma.smem_bytes(gemm_wgmma.DEFAULT_CONFIG, 2)
-            == 8 * 2 * gemm_wgmma.C_BOX_BYTES)
+        WgmmaConfig(256, mma_pipe=2)
+    p0 = WgmmaConfig(256, stages=4, mma_pipe=0)
+    assert "mma_pipe=0" in repr(p0) and p0 != WgmmaConfig(256, stages=4)
+    cb4 = WgmmaConfig(256, c_buffers=4)
+    assert "c_buffers=4" in repr(cb4)
+    assert smem_bytes(cb4, 2) - smem_bytes(WgmmaConfig(), 2) == 8 * 2 * C_BOX_BYTES
     with pytest.raises(ValueError, match="resident"):
-        gemm_wgmma.grid_size(1000, 1000, gemm_wgmma.WgmmaConfig(256))
-    cfg = gemm_wgmma.WgmmaConfig(256, cluster_m=2)
-    assert gemm_wgmma.grid_size(100000, 1000, cfg, 131) == 130       # whole clusters
-    assert gemm_wgmma.grid_size(1100, 1000, cfg, 1000) == 10 * 4     # 9 tile rows: 5 pairs
-    assert gemm_wgmma.grid_size(1000, 1000, gemm_wgmma.WgmmaConfig(256, persistent=False)) == 32
+        scheduler.grid_size(1000, 1000, WgmmaConfig(256))
+    cfg = WgmmaConfig(256, cluster_m=2)
+    assert scheduler.grid_size(100000, 1000, cfg, 131) == 130       # whole clusters
+    assert scheduler.grid_size(1100, 1000, cfg, 1000) == 10 * 4     # 9 tile rows: 5 pairs
+    assert scheduler.grid_size(1000, 1000, WgmmaConfig(256, persistent=False)) == 32
     with pytest.raises(ValueError, match="shared memory"):
-        gemm_wgmma.WgmmaConfig(256, stages=8)
-    assert gemm_wgmma.smem_bytes(gemm_wgmma.DEFAULT_CONFIG, 2) <= gemm_wgmma.MAX_DYNAMIC_SMEM
+        WgmmaConfig(256, stages=8)
+    assert smem_bytes(WgmmaConfig(), 2) <= MAX_DYNAMIC_SMEM
     with pytest.raises(ValueError, match="bm = 192 must be 128 or 256"):
-        gemm_wgmma.WgmmaConfig(128, bm=192)
-    for bad in (dict(bn=256), dict(bn=128, persistent=False, stages=4),
-                dict(bn=128, stream_k=True)):
-        with pytest.raises(ValueError, match="bm = 256 .* needs persistent=True, "
-                                             "stream_k=False and bn <= 128"):
-            gemm_wgmma.WgmmaConfig(bm=256, **bad)
-    tall = gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2)
-    assert "bm=256" in repr(tall) and gemm_wgmma.WgmmaConfig(*tall.key()[1:]).key() == tall.key()
-    assert tall.key() != gemm_wgmma.WgmmaConfig(128, stages=4, mma_pipe=0, cluster_m=2).key()
+        WgmmaConfig(128, bm=192)
+    for bad in (dict(bn=256), dict(bn=128, persistent=False, stages=4)):
+        with pytest.raises(ValueError, match="bm = 256 .* needs persistent=True and "
+                                             "bn <= 128"):
+            WgmmaConfig(bm=256, **bad)
+    tall = WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2)
+    assert "bm=256" in repr(tall) and tall != WgmmaConfig(128, stages=4, mma_pipe=0, cluster_m=2)
     # the same slot bytes as 128 x 256 tiles; 9 rows of 256 in pairs: 5 pairs x 8 columns
-    assert gemm_wgmma.smem_bytes(tall, 2) == gemm_wgmma.smem_bytes(
-        gemm_wgmma.WgmmaConfig(256, stages=4), 2)
-    assert gemm_wgmma.grid_size(2100, 1000, tall, 1000) == 5 * 2 * 8
+    assert smem_bytes(tall, 2) == smem_bytes(WgmmaConfig(256, stages=4), 2)
+    assert scheduler.grid_size(2100, 1000, tall, 1000) == 5 * 2 * 8
+
+
+def test_configs_are_frozen_keys():
+    # A config is its own cache key: hashable, equal by value, immutable; replace() validates
+    # as the constructor does.
+    a, b = WgmmaConfig(256, stages=4, mma_pipe=0), WgmmaConfig(256, stages=4, mma_pipe=0)
+    assert a == b and hash(a) == hash(b) and len({a, b, a.replace(mma_pipe=1)}) == 2
+    assert WgmmaConfig().stages == 3 and WgmmaConfig(persistent=False).stages == 4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.bn = 128
+    with pytest.raises(TypeError, match="bogus"):
+        a.replace(bogus=1)
+    with pytest.raises(ValueError, match="cluster_m = 3"):
+        a.replace(cluster_m=3)
+    assert eval(repr(a), {"WgmmaConfig": WgmmaConfig}) == a
+    g = GemmConfig(128, 128, 2)
+    assert g == GemmConfig(128, 128, 2) and {g: 1}[GemmConfig(128, 128, 2)] == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        g.bm = 64
+    # the variant a config builds: one block per tile, the plain or the overlapped epilogue
+    spec16, spec32 = KernelSpec(True, False, "f16", "f16", False), KernelSpec(
+        True, False, "f16", "f32", False)
+    ov = WgmmaConfig(256, stages=4, mma_pipe=0, overlap_epilogue=True)
+    assert ov.kernel(spec16) is ov.kernel(spec16) is not ov.kernel(spec32)
+    assert ov.kernel(spec32) is not ov.replace(overlap_epilogue=False).kernel(spec32)
+    assert StreamKConfig().kernel(spec16) is not WgmmaConfig().kernel(spec16)
 
 
 def test_overlap_epilogue_config():
-    ov = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2, overlap_epilogue=True)
+    ov = WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2, overlap_epilogue=True)
     assert "overlap_epilogue=True" in repr(ov) and "overlap" not in repr(ov.replace(
         overlap_epilogue=False))
-    assert gemm_wgmma.WgmmaConfig(*ov.key()[1:]).key() == ov.key()
-    assert ov.kernel_key() != ov.replace(overlap_epilogue=False).kernel_key()
-    assert gemm_wgmma.smem_bytes(ov, 2) == gemm_wgmma.smem_bytes(ov.replace(
-        overlap_epilogue=False), 2)
-    for bad in (dict(persistent=False), dict(stream_k=True), dict(mma_pipe=1),
-                dict(bn=128, bm=256)):
+    assert ov.kernel_config() != ov.replace(overlap_epilogue=False).kernel_config()
+    assert smem_bytes(ov, 2) == smem_bytes(ov.replace(overlap_epilogue=False), 2)
+    for bad in (dict(persistent=False), dict(mma_pipe=1), dict(bn=128, bm=256)):
         with pytest.raises(ValueError, match="overlap_epilogue=True .* needs persistent=True, "
-                                             "stream_k=False, bm=128, pingpong=False and "
-                                             "mma_pipe=0"):
+                                             "bm=128 and mma_pipe=0"):
             ov.replace(cluster_m=1, **bad)
-    with pytest.raises(ValueError, match="overlap_epilogue=True"):
-        gemm_wgmma.WgmmaConfig(128, stages=6, pingpong=True, overlap_epilogue=True)
 
 
 def test_l2_promotion_is_a_host_setting():
-    # A and B's maps' L2 promotion: part of the config's key (matmul()'s caches keep configs
-    # apart) but not of the kernel's (configs that differ only there share one kernel).
-    cfg = gemm_wgmma.WgmmaConfig(256, stages=4, mma_pipe=0)
-    assert cfg.l2_promotion == gemm_wgmma.L2_PROMOTION == 128 and "l2_promotion" not in repr(cfg)
+    # A and B's maps' L2 promotion: part of the config (matmul()'s caches keep configs apart)
+    # but not of the kernel's (configs that differ only there share one kernel).
+    cfg = WgmmaConfig(256, stages=4, mma_pipe=0)
+    assert cfg.l2_promotion == L2_PROMOTION == 128 and "l2_promotion" not in repr(cfg)
     none = cfg.replace(l2_promotion=0)
     assert repr(none) == repr(cfg)[:-1] + ", l2_promotion=0)"
-    assert none.key() != cfg.key() and none.kernel_key() == cfg.kernel_key()
-    assert gemm_wgmma.WgmmaConfig(*none.key()[1:]).key() == none.key()
-    assert (gemm_wgmma.gemm_kernel(cfg.key(), True, True, "f16", "f16", False)
-            is gemm_wgmma.gemm_kernel(none.kernel_key(), True, True, "f16", "f16", False))
+    assert none != cfg and none.kernel_config() == cfg.kernel_config() == cfg
+    spec = KernelSpec(True, True, "f16", "f16", False)
+    assert cfg.kernel(spec) is none.kernel(spec)
     for bad in (100, 512, -1, "128"):
         with pytest.raises(ValueError, match="l2_promotion = .* must be 0, 64, 128 or 256"):
-            gemm_wgmma.WgmmaConfig(256, l2_promotion=bad)
-    with pytest.raises(TypeError, match="bogus"):
-        cfg.replace(bogus=1)
-    with pytest.raises(ValueError, match="cluster_m = 3"):     # replace validates as __init__
-        cfg.replace(cluster_m=3)
+            WgmmaConfig(256, l2_promotion=bad)
 
 
 def _typing_error(body, match):
@@ -464,14 +491,15 @@ def test_typing_errors():
     _typing_error(bad_count, "multiple of 4")
 
 
-def test_choose_config(monkeypatch):
+def test_choose_config():
     # matmul's chooser on a 132-SM GPU: where 128 x 256 tiles give half the SMs a tile, the
     # large tile taking the fewest waves, 2-CTA clusters (multicast B) first; narrower tiles
     # below.
-    import sys
+    waves = scheduler.waves
 
-    mm = sys.modules["numba_tma.matmul_api"]
-    monkeypatch.setattr(mm, "_sm_count", lambda: 132)
+    def choose_config(m, n, k, ragged_rows=False):
+        return choose.choose_config(m, n, k, 132, ragged_rows)
+
     for (m, n, k), bm, bn, cm in (((8192, 8192, 8192), 128, 256, 2),
                                   ((2048, 2048, 2048), 128, 256, 2),
                                   ((4095, 4104, 4096), 256, 128, 2),
@@ -489,7 +517,7 @@ def test_choose_config(monkeypatch):
                                   ((2048, 3072, 2048), 128, 192, 1),
                                   ((3072, 3072, 3072), 128, 192, 1),
                                   ((1, 8, 8), 128, 64, 1)):
-        cfg = mm.choose_config(m, n, k)
+        cfg = choose_config(m, n, k)
         assert (cfg.bm, cfg.bn, cfg.cluster_m) == (bm, bn, cm), ((m, n, k), cfg)
         # 128 x 256 and 256 x 128, in clusters or not: persistent, 4 slots, each slot's group
         # retired; the narrower tiles one block per tile, in one wave; A's and B's maps with
@@ -504,35 +532,34 @@ def test_choose_config(monkeypatch):
         assert cfg.consumers == (1 if (not large and bn == 64) else 2), cfg
         # 128 x 256 tiles store C under the next tile's wgmmas where blocks take several
         assert cfg.overlap_epilogue == (bm == 128 and bn in (192, 256)
-                                        and mm.waves(m, n, cfg, 132) > 1), cfg
-    assert mm.choose_config(8192, 8192, 8192).overlap_epilogue
-    assert not mm.choose_config(2048, 2048, 2048).overlap_epilogue      # one tile per pair
+                                        and waves(m, n, cfg, 132) > 1), cfg
+    assert choose_config(8192, 8192, 8192).overlap_epilogue
+    assert not choose_config(2048, 2048, 2048).overlap_epilogue      # one tile per pair
     # the wave model: 4095 x 4104 is 32 x 17 tiles of 128 x 256 (16 x 17 cluster pairs: 5
     # rounds of 66) but 16 x 33 of 256 x 128 (4 rounds of 132, or of 66 pairs)
-    assert mm.waves(4095, 4104, mm._WGMMA_CLUSTER, 132) == 5
-    assert mm.waves(4095, 4104, mm._WGMMA_TALL_CLUSTER, 132) == 4
+    assert waves(4095, 4104, choose.CLUSTER, 132) == 5
+    assert waves(4095, 4104, choose.TALL_CLUSTER, 132) == 4
     # 128 x 192 only where it takes no more rounds than the large tile: 8192^3 is 21 rounds of
     # 128 x 192 tiles against 16 of 128 x 256 pairs, 2048^3 2 against 1
-    assert mm.waves(8192, 8192, mm._WGMMA_192, 132) == 21
-    assert mm.waves(2048, 2048, mm._WGMMA_192, 132) == 2
-    assert mm.waves(1536, 1536, mm._WGMMA_192, 132) == mm.waves(1536, 1536, mm._WGMMA_CLUSTER,
-                                                                 132) == 1
+    assert waves(8192, 8192, choose.N192, 132) == 21
+    assert waves(2048, 2048, choose.N192, 132) == 2
+    assert waves(1536, 1536, choose.N192, 132) == waves(1536, 1536, choose.CLUSTER, 132) == 1
     # rows that are not whole 128-byte lines: the narrow tiles in pairs along N sharing A
     for (m, n, k), bn in (((1000, 1000, 1000), 64), ((760, 2040, 4000), 128)):
-        assert mm.choose_config(m, n, k).key() == mm._WGMMA_NARROW[bn].key()
-        pairs = mm.choose_config(m, n, k, ragged_rows=True)
+        assert choose_config(m, n, k) == choose.NARROW[bn]
+        pairs = choose_config(m, n, k, ragged_rows=True)
         assert (pairs.bn, pairs.cluster_n, pairs.persistent) == (bn, 2, False)
         assert pairs.stages == 4        # the 128 x 64 pairs too (gemm-oneblock-h100.txt)
         assert pairs.consumers == 2
     # (the large tiles do not change)
-    assert (mm.choose_config(3000, 5000, 2000, ragged_rows=True).key()
-            == mm.choose_config(3000, 5000, 2000).key())
-    assert mm.waves(4095, 4104, mm._WGMMA_TALL, 132) == 4
-    assert mm.waves(4096, 4096, mm._WGMMA_WIDE, 132) == 4
+    assert (choose_config(3000, 5000, 2000, ragged_rows=True)
+            == choose_config(3000, 5000, 2000))
+    assert waves(4095, 4104, choose.TALL, 132) == 4
+    assert waves(4096, 4096, choose.WIDE, 132) == 4
 
 
 def test_stream_k_split():
-    split = gemm_wgmma.stream_k_split
+    split = gemm_stream_k.stream_k_split
     assert split(512, 132, 64) == (396, 116 * 64)           # 4096^3 at 128 x 256: 3.88 waves
     assert split(2048, 132, 128) == (1980, 68 * 128)        # 8192^3: 15.5 waves
     assert split(264, 132, 64) == (264, 0)                  # whole waves: nothing to split
@@ -551,9 +578,9 @@ def test_stream_k_schedule_covers_each_slice_once(blocks, tiles, num_k):
     the last of its block's segments; every other segment of the tile is the first of a
     higher block, and those blocks are exactly the ones the finalizer's loop waits on (block
     ``p`` after the finalizer while ``p``'s share starts before the tile's end)."""
-    dp, w = gemm_wgmma.stream_k_split(tiles, blocks, num_k)
+    dp, w = gemm_stream_k.stream_k_split(tiles, blocks, num_k)
     assert w > 0 and dp % blocks == 0 and (tiles - dp) * num_k == w
-    plan = gemm_wgmma.stream_k_schedule(blocks, dp, w, num_k)
+    plan = gemm_stream_k.stream_k_schedule(blocks, dp, w, num_k)
     covered = {}
     for b, segs in enumerate(plan):
         assert segs, "every block gets slices"
@@ -584,14 +611,14 @@ def test_stream_k_schedule_covers_each_slice_once(blocks, tiles, num_k):
 
 
 def test_matmul_packs_the_kernels_parameters():
-    # matmul's launch packs the argument words of the signatures the kernels compile for.
-    import sys
-
+    # The launch packs the argument words of the signatures the kernels compile for.
     from numba.core import sigutils
 
-    mm = sys.modules["numba_tma.matmul_api"]
-    for sig, argtypes in ((gemm_wgmma.SIGNATURE, mm._ARGTYPES),
-                          (gemm_wgmma.SIGNATURE_STREAM_K, mm._ARGTYPES_STREAM_K)):
-        assert tuple(sigutils.normalize_signature(sig)[0]) == argtypes
-    assert mm._ARGTYPES_STREAM_K[mm._WORKSPACE].dtype.name == "float32"
-    assert mm._ARGTYPES_STREAM_K[mm._FLAGS].dtype.name == "uint32"
+    from numba_tma.kernels.gemm import plan
+
+    for cfg in (WgmmaConfig(), GemmConfig(), StreamKConfig(), PingPongConfig(128)):
+        argtypes = plan.ARGTYPES + cfg.extra_argtypes
+        assert tuple(sigutils.normalize_signature(cfg.signature)[0]) == argtypes
+    sk = StreamKConfig.extra_argtypes
+    assert sk[gemm_stream_k._WORKSPACE - len(plan.ARGTYPES)].dtype.name == "float32"
+    assert sk[gemm_stream_k._FLAGS - len(plan.ARGTYPES)].dtype.name == "uint32"

@@ -1,11 +1,11 @@
 """The kernels numba_tma's public API runs, one module per family, and their shared host helpers.
 
 ``transpose_vec`` (v7), ``transpose_sector`` (v8) and ``transpose_v6`` (v6_packed,
-v6_persistent) are what ``numba_tma.transpose`` runs; ``gemm_wgmma`` and ``gemm_tma`` what
-``numba_tma.matmul`` runs; ``reduce`` (``sum_axis0``), ``grouped_copy``, ``im2col`` and
-``multicast_copy`` the other library kernels. ``_grid`` (grid limits and splitting, the transpose
-pair check), ``_descriptors``, ``_gemm_slices`` and ``_configure`` are helpers for the package's
-kernels (the ladders' included). The seed ladders live in :mod:`numba_tma.ladders`.
+v6_persistent) are what ``numba_tma.transpose`` runs; the package ``gemm`` (built from parts:
+its docstring is the map) what ``numba_tma.matmul`` runs; ``reduce`` (``sum_axis0``),
+``grouped_copy``, ``im2col`` and ``multicast_copy`` the other library kernels. ``_grid`` (grid
+limits and splitting, the transpose pair check), ``_descriptors`` and ``_configure`` are helpers
+for the package's kernels (the ladders' included). The seed ladders live in :mod:`numba_tma.ladders`.
 
 A family's functions share the module's name (``kernels.im2col.im2col``), so import them from
 the module; ``kernels.sum_axis0`` is the function.

@@ -3,7 +3,7 @@ operands copied into shared memory in a canonical layout. The smallest complete 
 and the kernel the intrinsic tests run for every shape, type, transpose and swizzle.
 
 No seed: the first rung of the wgmma GEMM ladder, whose shipped rungs (``WgmmaConfig``) are
-:mod:`numba_tma.kernels.gemm_wgmma`. It is a correctness probe, with no speed figure.
+:mod:`numba_tma.kernels.gemm`. It is a correctness probe, with no speed figure.
 
 The host lays A (64 x K) and B (N x K as the instruction sees it) out with
 :func:`numba_tma.wgmma.operand_image` (the project's TMA swizzle model), the kernel copies the

@@ -13,8 +13,10 @@ from numba import cuda
 
 from numba_tma import matmul, matmul_api, warp
 from numba_tma._calls import BoundedCache
-from numba_tma.kernels.gemm_tma import GemmConfig
-from numba_tma.kernels.gemm_wgmma import WgmmaConfig
+from numba_tma.kernels.gemm import GemmConfig, WgmmaConfig
+from numba_tma.kernels.gemm.plan import LaunchPlan, sm_count
+from numba_tma.ladders.gemm_pingpong import PingPongConfig
+from numba_tma.ladders.gemm_stream_k import StreamKConfig
 from numba_tma.matmul_api import plan_matmul
 
 rng = np.random.default_rng()
@@ -82,8 +84,8 @@ def test_f16_exact_every_layout(shape, orders):
                                  WgmmaConfig(256, stages=4, persistent=False, mma_pipe=0),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
                                  WgmmaConfig(64, bm=256), WgmmaConfig(128, bm=256, cluster_m=2),
-                                 WgmmaConfig(128, stages=6, pingpong=True),
-                                 WgmmaConfig(64, pingpong=True),
+                                 PingPongConfig(128, stages=6),
+                                 PingPongConfig(64),
                                  WgmmaConfig(256, stages=4, mma_pipe=0, l2_promotion=0),
                                  # matmul()'s one-wave narrow tiles, and its 128 x 192
                                  WgmmaConfig(128, stages=4, persistent=False),
@@ -129,7 +131,7 @@ def test_l2_promotion_reaches_the_operand_maps():
         out.copy_to_device(np.full((m, n), np.nan, np.float32))
         matmul(a, b, out, config=cfg)
         np.testing.assert_array_equal(out.copy_to_host(), ref)
-        layout = matmul_api._Layout(matmul_api.plan_matmul(a, b, out, cfg), False)
+        layout = LaunchPlan(matmul_api.plan_matmul(a, b, out, cfg), False)
         maps[promo] = [tmap.encoded for tmap in layout.maps]
     for promo in (128, 256):
         assert maps[promo][0] != maps[0][0] and maps[promo][1] != maps[0][1]
@@ -163,16 +165,16 @@ def test_wgmma_cluster_every_layout(orders):
                                  WgmmaConfig(256, cluster_m=2), WgmmaConfig(128, cluster_m=2),
                                  WgmmaConfig(256, c_buffers=4),
                                  WgmmaConfig(256, cluster_m=2, c_buffers=4),
-                                 WgmmaConfig(256, c_buffers=4, stream_k=True),
+                                 StreamKConfig(256, c_buffers=4),
                                  WgmmaConfig(256, mma_pipe=0),
                                  WgmmaConfig(256, stages=4, mma_pipe=0),
                                  WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0),
-                                 WgmmaConfig(256, stream_k=True, mma_pipe=0),
+                                 StreamKConfig(256, mma_pipe=0),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2),
                                  WgmmaConfig(128, stages=3, bm=256, c_buffers=4),
-                                 WgmmaConfig(128, stages=6, pingpong=True),
-                                 WgmmaConfig(128, stages=3, c_buffers=4, pingpong=True)],
+                                 PingPongConfig(128, stages=6),
+                                 PingPongConfig(128, stages=3, c_buffers=4)],
                          ids=repr)
 @pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
 def test_persistent_many_tiles(cfg, out_dtype):
@@ -248,7 +250,7 @@ def test_alpha_beta_exact(out_dtype):
                                  WgmmaConfig(256, cluster_m=2, stages=4, mma_pipe=0),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256),
                                  WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, cluster_m=2),
-                                 WgmmaConfig(128, stages=6, pingpong=True),
+                                 PingPongConfig(128, stages=6),
                                  WgmmaConfig(64, stages=8, persistent=False, consumers=1),
                                  WgmmaConfig(128, stages=4, persistent=False, consumers=1)],
                          ids=repr)
@@ -351,7 +353,7 @@ def test_chosen_128x192_tiles_exact(m, n, overlapped):
     # and f32 output, and with beta (the plain epilogue).
     k = 72
     cfg = matmul_api.choose_config(m, n, k)
-    if matmul_api._sm_count() == 132:
+    if sm_count() == 132:
         assert (cfg.bn, cfg.cluster_m, cfg.overlap_epilogue) == (192, 1, overlapped), cfg
     a, b = small_ints((m, k)), small_ints((k, n))
     check_default_path_exact(a, b, cuda.to_device(a), cuda.to_device(b), alpha=1.0, beta=-2.0)

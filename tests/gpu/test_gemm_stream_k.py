@@ -1,4 +1,4 @@
-"""The stream-K form of the persistent wgmma GEMM (``WgmmaConfig(stream_k=True)``) on the GPU:
+"""The stream-K rung of the wgmma GEMM ladder (``StreamKConfig``) on the GPU:
 shapes whose tiles leave a part-filled last wave, so the tail's K slices are split over every
 block and finished through the workspace (a tile split in two, and a tile split over dozens of
 blocks), every operand layout, output dtype and alpha/beta, repeated launches (each launch must
@@ -16,11 +16,12 @@ import pytest
 from numba import cuda
 
 from numba_tma import matmul
-from numba_tma.kernels import gemm_wgmma
-from numba_tma.kernels.gemm_wgmma import WgmmaConfig
+from numba_tma.kernels.gemm import WgmmaConfig
+from numba_tma.kernels.gemm.config import BM
+from numba_tma.ladders.gemm_stream_k import StreamKConfig, stream_k_split
 from numba_tma.matmul_api import plan_matmul
 
-SK = WgmmaConfig(256, stream_k=True)
+SK = StreamKConfig(256)
 rng = np.random.default_rng()
 
 
@@ -42,8 +43,8 @@ def sm_count():
 
 def split_of(m, n, k, cfg=SK):
     """(dp_units, sk_iters) that the launch of an m x n x k problem with ``cfg`` will use."""
-    tiles = math.ceil(m / gemm_wgmma.BM) * math.ceil(n / cfg.bn)
-    return gemm_wgmma.stream_k_split(tiles, min(tiles, sm_count()), math.ceil(k / 64))
+    tiles = math.ceil(m / BM) * math.ceil(n / cfg.bn)
+    return stream_k_split(tiles, min(tiles, sm_count()), math.ceil(k / 64))
 
 
 def two_way_shape():
@@ -146,4 +147,4 @@ def test_plan_keeps_the_config():
     plan = plan_matmul(cuda.device_array((m, k), np.float16), cuda.device_array((k, n),
                                                                                 np.float16),
                        cuda.device_array((m, n), np.float16), SK)
-    assert plan.config.stream_k and plan.config.key() == SK.key()
+    assert plan.config == SK

@@ -327,8 +327,10 @@ def test_precompiled_cache_serves_a_fresh_process(tmp_path):
 
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     env.pop("NUMBA_TMA_DISABLE_CACHE", None)
+    from numba_tma.kernels.gemm.choose import SHIPPED_CONFIGS
+
     cfg = matmul_api.choose_config(1024, 1024, 1024)
-    name = next(n for n, c in matmul_api.SHIPPED_CONFIGS.items() if c.key() == cfg.key())
+    name = next(n for n, c in SHIPPED_CONFIGS.items() if c == cfg)
     pre = subprocess.run([sys.executable, "-m", "numba_tma.precompile", "--configs", name,
                           "--dtypes", "f16", "--out-dtypes", "f16", "--no-beta"],
                          env=dict(env, CUDA_VISIBLE_DEVICES=""), capture_output=True, text=True,

@@ -1,0 +1,78 @@
+"""Which wgmma config ``matmul()`` runs for an M x N x K problem, and every config it may run.
+
+The choice depends only on the shape, whether the operands' rows are whole 128-byte lines, and
+the number of SMs; what each choice measured against the others is ``docs/gemm.md`` ("Why
+matmul() chooses what it does"). The launch each config implies is :mod:`.plan`'s.
+"""
+
+import math
+
+from .config import BM, WgmmaConfig
+from .scheduler import waves
+
+__all__ = ["choose_config", "SHIPPED_CONFIGS"]
+
+#: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
+#: (mma_pipe=0).
+WIDE = WgmmaConfig(256, stages=4, mma_pipe=0)
+#: The narrower tiles, which choose_config takes only where they fit in one wave: one block per
+#: tile, since with no next tile the persistent loop and its epilogue staging only cost. The
+#: 128 x 64 tile takes one consumer warpgroup for both m64 halves (cuBLAS's structure there).
+NARROW = {128: WgmmaConfig(128, stages=4, persistent=False),
+          64: WgmmaConfig(64, stages=8, persistent=False, consumers=1)}
+#: ... in CTA pairs along N sharing A, where neither A's nor B's rows are whole 128-byte lines
+#: (choose_config's ragged_rows): there a box row spans two L2 lines, and a pair reads each
+#: A slice from L2 once.
+NARROW_PAIRS = {bn: cfg.replace(cluster_n=2, stages=4, consumers=2)
+                for bn, cfg in NARROW.items()}
+CLUSTER = WgmmaConfig(256, stages=4, mma_pipe=0, cluster_m=2)
+#: 256 x 128 tiles, where they take fewer waves; raster groups of 4 tile rows, the 1024 rows of
+#: A (2048 in cluster pairs) that 128 x 256 tiles' groups of 8 cover.
+TALL = WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4)
+TALL_CLUSTER = WgmmaConfig(128, stages=4, mma_pipe=0, bm=256, group_m=4, cluster_m=2)
+#: 128 x 192 tiles, where they take no more rounds of the SMs than the large tile choose_config
+#: picks: each round then computes a quarter less per block. Not clustered: a pair splits B's
+#: columns into whole 64-column boxes, and 96 is not one.
+N192 = WgmmaConfig(192, stages=4, mma_pipe=0)
+#: The 128 x 256 and 128 x 192 choices with the epilogue overlapped, where blocks take more
+#: than one tile (with one tile each there is no next tile to store under).
+OVERLAPPED = {cfg: cfg.replace(overlap_epilogue=True) for cfg in (CLUSTER, WIDE, N192)}
+
+#: Every config choose_config can return, by a short name (numba_tma.precompile, the compile
+#: bench).
+SHIPPED_CONFIGS = {
+    "wide": WIDE, "wide_ov": OVERLAPPED[WIDE],
+    "cluster": CLUSTER, "cluster_ov": OVERLAPPED[CLUSTER],
+    "tall": TALL, "tall_cluster": TALL_CLUSTER,
+    "n192": N192, "n192_ov": OVERLAPPED[N192],
+    **{f"narrow{bn}": cfg for bn, cfg in NARROW.items()},
+    **{f"pairs{bn}": cfg for bn, cfg in NARROW_PAIRS.items()},
+}
+
+
+def choose_config(m, n, k, sms, ragged_rows=False):
+    """The wgmma configuration for an M x N x K problem on ``sms`` SMs: persistent 128 x 256 or
+    256 x 128 tiles, in 2-CTA clusters that multicast B, or 128 x 192 tiles, where 128 x 256
+    tiles give at least half the SMs a tile, else the widest of 128 x 128 and 128 x 64 that
+    does, else 128 x 64, one block per tile (they fit in one wave).
+
+    Of the large tiles, the one that takes the fewest waves of the SMs (every block waits for
+    the last wave), clusters before single CTAs, 128 x 256 before 256 x 128 on a tie (single
+    CTAs win only where pairs waste SMs: one tile row). Where 128 x 192 tiles take no more
+    waves than that choice, they replace it. Where a 128 x 256 or 128 x 192 launch takes more
+    than one wave, its blocks store each tile's C under the next tile's first wgmmas
+    (``overlap_epilogue``).
+
+    ``ragged_rows``: neither A's nor B's rows in memory are whole 128-byte lines (K and N not
+    multiples of 64, for row-major operands). The narrower tiles then run in CTA pairs along N
+    that share A (``cluster_n=2``)."""
+    if math.ceil(m / BM) * math.ceil(n / 256) >= sms // 2:
+        # (min keeps the first of the fewest waves)
+        cfg = min((CLUSTER, TALL_CLUSTER, WIDE, TALL), key=lambda cfg: waves(m, n, cfg, sms))
+        if waves(m, n, N192, sms) <= waves(m, n, cfg, sms):
+            cfg = N192                  # the same rounds, each with a quarter less per block
+        return OVERLAPPED.get(cfg, cfg) if waves(m, n, cfg, sms) > 1 else cfg
+    # (fewer than sms / 2 tiles of 128 x 256: the narrower tiles fit in one wave, and pairs of
+    # them are tiles twice as wide, which number under sms / 2 too)
+    bn = 128 if math.ceil(m / BM) * math.ceil(n / 128) >= sms // 2 else 64
+    return (NARROW_PAIRS if ragged_rows else NARROW)[bn]

@@ -1,0 +1,156 @@
+"""The persistent wgmma GEMM's frame, which every persistent variant fills with its consumer.
+
+One block per SM (or one cluster of ``cluster_m`` CTAs per SM pair) walks the tiles in raster
+order (:mod:`.scheduler`). 384 threads: warpgroup 0 is the producer, whose one thread streams
+``BK``-deep K slices of A and B through the ring (:mod:`.ring`), running ahead across tile
+boundaries so the next tile's first slots load while the consumers store this one; warpgroups 1
+and 2 are the consumers, whose loop over their tiles is the variant's (``consume``).
+
+``setmaxnreg``: the kernel is compiled for 384 threads x 168 registers (``launch_bounds=(384,
+1)``); the producer gives registers back (``setmaxnreg_dec(56)``) and each consumer takes 224,
+which the 128 accumulators of a 128 x 256 tile need.
+
+Slots are counted across tiles (slot ``s``, ring pass ``passes``); the consumers release each
+slot once the wgmma group reading it has retired. Each consumer warp stages C through
+``c_buffers`` 16 x 128-byte boxes of its own (not the ring, which the producer is refilling),
+at ``stage``. With ``cluster_m = 2`` CTA ``r`` of a cluster loads rows ``[r, r + 1) * bn / 2``
+of every B slice and multicasts them to both CTAs; a slot's ``empty`` barrier then counts the
+consumer warps of both. The pair meets once, at the start; at the end each producer drains its
+``empty`` barriers instead (the ring's ``producer_tail``).
+"""
+
+import functools
+
+from numba import cuda
+
+from ..._bridge import inline_device
+from ... import mbarrier, smem, tma, wgmma
+from .config import (CONSUMER_REGS, CONSUMER_WARPS, C_BOX_BYTES, PRODUCER_REGS, SWIZZLE_ALIGN,
+                     THREADS)
+from .mainloop import tile_mainloop, wgmma_parts
+from .prologue import meet, ring_setup, start_dependent
+from .ring import BK, Parts, ring, shared_views, slice_loader
+from .scheduler import cluster_place, raster
+
+__all__ = ["persistent_parts", "persistent_kernel"]
+
+
+@functools.cache
+def persistent_parts(cfg, spec, whole=False, turns=False):
+    """The parts a persistent variant assembles, as a namespace: ``P`` (the wgmma parts),
+    ``R`` (the ring), ``tile_origin``, ``views`` (the shared memory), ``mma_tile`` (a tile's
+    main loop), and the constants ``S``, ``BAR_BYTES``, ``RING_BYTES``, ``NBARS``.
+    ``whole``: each consumer warpgroup its own tile (ping-pong); ``turns``: its main loop hands
+    the turn to the other."""
+    S, CM = cfg.stages, cfg.cluster_m
+    P = wgmma_parts(cfg.bn, cfg.mma_pipe, spec.a_kmajor, spec.b_kmajor, spec.in_kind, cfg.bm,
+                    whole)
+    issue_slot = slice_loader(cfg.bm, cfg.bn, CM, spec.a_kmajor, spec.b_kmajor)
+    R = ring(S, P.STAGE_BYTES, issue_slot, CM)
+    NBARS = 2 * S + CONSUMER_WARPS
+    return Parts(P=P, R=R, S=S, NBARS=NBARS, BAR_BYTES=8 * (NBARS + cfg.extra_barriers),
+                 RING_BYTES=S * P.STAGE_BYTES,
+                 tile_origin=raster(cfg.group_m, CM, cfg.bm, cfg.bn),
+                 views=shared_views(S, CONSUMER_WARPS, cfg.extra_barriers),
+                 mma_tile=tile_mainloop(P, R, cfg.mma_pipe, turns))
+
+
+@inline_device
+def _no_barriers(extra):
+    pass
+
+
+@inline_device
+def _nothing_more(a_map, b_map, tiles, full, empty, cid, nclusters, dp_units, sk_iters, num_k,
+                  tiles_m, tiles_n, rank, s, passes):
+    return s, passes
+
+
+def persistent_kernel(cfg, spec, consume, *, empty_arrivals=CONSUMER_WARPS, init_extra=None,
+                      produce_more=None, stream_k=False):
+    """The ``@cuda.jit`` persistent kernel of ``cfg`` for ``spec`` around the variant's
+    ``consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units, sk_iters,
+    num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags)``, run by every consumer
+    thread (``c`` its warpgroup 0 or 1, ``ct`` its thread 0..255, ``cw`` its warp 0..7,
+    ``stage`` the byte offset of its warp's C boxes); the consumers' units are
+    ``cid, cid + nclusters, ...`` below ``dp_units``.
+
+    ``empty_arrivals``: consumer warps of one CTA that release each slot; ``init_extra(extra)``:
+    the barrier thread's set-up of the variant's ``cfg.extra_barriers``; ``produce_more``: the
+    producer's loads after the whole tiles (as ``_nothing_more``); ``stream_k``: the kernel
+    also takes ``(ws, flags, dp_units, sk_iters)``, a workspace, flags and the split (else
+    every unit is taken whole)."""
+    F = persistent_parts(cfg, spec)
+    S, CM, NBUF = cfg.stages, cfg.cluster_m, cfg.c_buffers
+    BAR_BYTES, RING_BYTES = F.BAR_BYTES, F.RING_BYTES
+    views, tile_origin = F.views, F.tile_origin
+    load_tile, producer_tail = F.R.load_tile, F.R.producer_tail
+    setup = ring_setup(S, empty_arrivals * CM, CONSUMER_WARPS)
+    meet_all = meet(CM)
+    place = cluster_place(CM)
+    init_extra = init_extra or _no_barriers
+    produce_more = produce_more or _nothing_more
+    SK = stream_k
+
+    @inline_device
+    def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
+             dp_units, sk_iters):
+        dyn8, dynf, full, empty, cbar, extra = views()
+        first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
+        tiles = dyn8[first:]
+        tid = cuda.threadIdx.x
+        wg = wgmma.warpgroup_index()          # warp-uniform: descriptors in UR registers
+        rank, cid, nclusters = place()
+        num_k = (k + BK - 1) // BK
+        if not SK:
+            dp_units = (tiles_m + CM - 1) // CM * tiles_n
+
+        if tid == 0:
+            setup(a_map, b_map, c_map, full, empty, cbar)
+            init_extra(extra)
+            mbarrier.fence_init()
+        meet_all()
+        start_dependent()
+
+        if wg == 0:
+            # Producer: one thread issues every load, running ahead across tiles.
+            wgmma.setmaxnreg_dec(PRODUCER_REGS)
+            if tid == 0:
+                s = 0
+                passes = 0
+                unit = cid
+                while unit < dp_units:  # (a range with a run-time step divides in 64 bits)
+                    row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
+                    unit += nclusters
+                    s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank,
+                                          0, num_k, s, passes)
+                s, passes = produce_more(a_map, b_map, tiles, full, empty, cid, nclusters,
+                                         dp_units, sk_iters, num_k, tiles_m, tiles_n, rank, s,
+                                         passes)
+                if CM > 1:
+                    producer_tail(empty, s, passes)
+        else:
+            wgmma.setmaxnreg_inc(CONSUMER_REGS)
+            lane = tid & 31
+            ct = tid - 128                          # consumer thread 0..255
+            cw = ct >> 5                            # consumer warp 0..7: 16 rows of C each
+            stage = first + RING_BYTES + cw * (NBUF * C_BOX_BYTES)
+            consume(tiles, first, c_map, wg - 1, lane, ct, cw, stage, cid, nclusters, dp_units,
+                    sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags)
+            if lane == 0:
+                tma.wait_group_read(0)
+        # (The block stays resident until its bulk stores have read their sources, and, in a
+        # cluster, until the producer's drain has seen every remote arrive land.)
+
+    if SK:
+        @cuda.jit(launch_bounds=(THREADS, 1))
+        def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
+                 dp_units, sk_iters):
+            body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
+                 dp_units, sk_iters)
+    else:
+        @cuda.jit(launch_bounds=(THREADS, 1))
+        def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
+            body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, None, None, 0, 0)
+
+    return gemm

@@ -1,0 +1,159 @@
+"""A consumer warpgroup's main loop: ``wgmma.mma_async`` on the ring's slots.
+
+Operands are read straight from the swizzled tiles through descriptors: K-major slices advance
+32 bytes per k16 step inside the 128-byte swizzled rows; M/N-major ones (read with the
+transpose immediates) advance 16 rows. The descriptors are built from a warp-uniform warpgroup
+index (``wgmma.warpgroup_index``) and ring slot (read from lane 0), so they live in the uniform
+registers ``HGMMA`` reads and a group's ``HGMMA``s issue back to back (built per thread, each
+would cross over with ``R2UR`` mid-group).
+
+Each consumer issues the 4 k16 wgmmas of a slot (per m64 half it holds), commits them as one
+group, and waits until at most ``pipe`` groups are in flight: with ``pipe = 1`` the tensor
+cores always have this warpgroup's next group queued while the slot before is released; with
+``pipe = 0`` the slot is released at once, and the other consumer keeps the tensor cores fed.
+"""
+
+import functools
+
+from numba import cuda
+
+from ..._bridge import inline_device
+from ... import mbarrier, wgmma
+from .config import BM, SWIZZLE_ALIGN, WG_ROWS
+from .ring import ATOM_BYTES, BK, SPAN, Parts
+
+__all__ = ["wgmma_parts", "tile_mainloop"]
+
+_MMA = {"f16": wgmma.mma_f32_f16, "bf16": wgmma.mma_f32_bf16}
+
+
+@functools.cache        # one set of device functions for every kernel that shares them
+def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
+    """A consumer's wgmmas on one slot of a ``tm x bn`` tile's ring. ``tm``: rows of C per
+    block, 128 (each consumer one m64 half) or 256 (two, each with its own accumulators);
+    ``whole``: each consumer takes all ``tm`` rows (a ping-pong consumer its own tile, or a
+    block's only consumer). Returns a namespace: ``NACC`` (f32 accumulators per m64 half per
+    thread), ``HALVES`` (m64 halves per consumer), ``STAGE_BYTES``, and the device functions
+    ``mma_slot``, ``mma_issue``, ``mma_retire``, ``fence_accumulators``."""
+    A_BYTES = tm * SPAN
+    STAGE_BYTES = A_BYTES + bn * SPAN
+    NACC = bn // 2
+    # m64 halves per consumer: all tm rows' (whole), or its share of two consumers'
+    HALVES = tm // WG_ROWS if whole else tm // BM
+    mma = _MMA[in_kind]
+    TA = not a_kmajor
+    TB = not b_kmajor
+    # Descriptor strides and per-k16 advance (bytes) of each operand (wgmma.descriptor's table).
+    A_LBO, A_SBO = (16, SWIZZLE_ALIGN) if a_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
+    B_LBO, B_SBO = (16, SWIZZLE_ALIGN) if b_kmajor else (ATOM_BYTES, SWIZZLE_ALIGN)
+    A_KSTEP = 32 if a_kmajor else 16 * SPAN
+    B_KSTEP = 32 if b_kmajor else 16 * SPAN
+    # Bytes from a slot's A rows to row r (a multiple of 64): K-major rows are 128 bytes; an
+    # M-major slice is a run of 64-row boxes.
+    A_ROW64 = WG_ROWS * SPAN if a_kmajor else ATOM_BYTES
+    A_WG = 0 if whole else HALVES * A_ROW64     # consumer c's rows of the A slice
+
+    @inline_device
+    def slot_descriptors(tiles, s, c):
+        # The descriptors of slot s's A rows for consumer c and of its B. s is read from lane 0:
+        # the same in every lane, which ptxas cannot always prove of a ring index carried
+        # through the persistent loop, and then it builds the descriptors per thread and moves
+        # each into a UR register between the HGMMAs.
+        s = cuda.shfl_sync(0xFFFFFFFF, s, 0)
+        return (wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128),
+                wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128))
+
+    @inline_device
+    def fence_accumulators(acc, acc2):
+        # The accumulators stay in registers across the asynchronous wgmmas (warpgroup_fence_
+        # operand): every half's.
+        wgmma.fence_operand(acc, NACC)
+        if HALVES == 2:
+            wgmma.fence_operand(acc2, NACC)
+
+    @inline_device
+    def mma_slot(acc, acc2, tiles, s, c):
+        # Consumer warpgroup c's k16 wgmmas on slot s (4, or 4 per m64 half: acc2 holds the
+        # second half's rows), committed as one group; returns once at most pipe groups are in
+        # flight: the group before it (pipe = 1) or this one (pipe = 0) has retired, and its
+        # slot may be released.
+        a_desc, b_desc = slot_descriptors(tiles, s, c)
+        wgmma.fence()
+        for kk in range(BK // 16):
+            b_k = wgmma.descriptor_advance(b_desc, kk * B_KSTEP)
+            mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP), b_k, bn, 1, TA, TB)
+            if HALVES == 2:
+                mma(acc2, wgmma.descriptor_advance(a_desc, A_ROW64 + kk * A_KSTEP), b_k, bn,
+                    1, TA, TB)
+        wgmma.commit_group()
+        fence_accumulators(acc, acc2)
+        wgmma.wait_group(pipe)
+        fence_accumulators(acc, acc2)
+
+    @inline_device
+    def mma_issue(acc, tiles, s, c):
+        # mma_slot's wgmmas and commit without the wait (one m64 half): the overlapped
+        # epilogue stores a box of the previous tile between the two.
+        a_desc, b_desc = slot_descriptors(tiles, s, c)
+        wgmma.fence()
+        for kk in range(BK // 16):
+            b_k = wgmma.descriptor_advance(b_desc, kk * B_KSTEP)
+            mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP), b_k, bn, 1, TA, TB)
+        wgmma.commit_group()
+        wgmma.fence_operand(acc, NACC)
+
+    @inline_device
+    def mma_retire(acc):
+        # ... and its wait: the group has retired, the slot may be released.
+        wgmma.wait_group(0)
+        wgmma.fence_operand(acc, NACC)
+
+    return Parts(NACC=NACC, HALVES=HALVES, STAGE_BYTES=STAGE_BYTES, mma_slot=mma_slot,
+                 mma_issue=mma_issue, mma_retire=mma_retire,
+                 fence_accumulators=fence_accumulators)
+
+
+@functools.cache
+def tile_mainloop(parts, ring, pipe, turns=False):
+    """``mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes, turn, lead)``:
+    a persistent consumer's product over K slices ``kt0..kt1`` of one tile into ``acc`` (and
+    ``acc2``, the second m64 half's rows when ``parts.HALVES = 2``; zeros when there are no
+    slices), each slot given back once the wgmma group reading it has retired; returns the ring
+    position. ``parts``: :func:`wgmma_parts`; ``ring``: :func:`.ring.ring`. With ``turns`` (the
+    ping-pong ladder), the ``lead`` thread arrives on ``turn`` once the tile's last slot is in
+    (at once if there is none): the other consumer's turn."""
+    NACC, HALVES = parts.NACC, parts.HALVES
+    mma_slot, fence_accumulators = parts.mma_slot, parts.fence_accumulators
+    consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
+    next_slot = ring.next_slot
+
+    @inline_device
+    def mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes, turn, lead):
+        for i in range(NACC):
+            acc[i] = 0.0
+            if HALVES == 2:
+                acc2[i] = 0.0
+        fence_accumulators(acc, acc2)
+        prev = 0
+        if turns and kt1 == kt0 and lead:
+            mbarrier.arrive(turn)       # (no slot to wait for: the other's turn at once)
+        for kt in range(kt0, kt1):
+            consumer_wait(full, s, passes)
+            if turns and kt == kt1 - 1 and lead:
+                mbarrier.arrive(turn)   # this tile's last slot is in: the other's turn
+            mma_slot(acc, acc2, tiles, s, c)
+            if pipe == 0:       # this slot's group is done: give the slot back
+                if lane == 0:
+                    consumer_release(empty, s)
+            else:               # the group of the previous slot is done: give that slot back
+                if kt > kt0 and lane == 0:
+                    consumer_release(empty, prev)
+                prev = s
+            s, passes = next_slot(s, passes)
+        wgmma.wait_group(0)
+        fence_accumulators(acc, acc2)
+        if pipe and kt1 > kt0 and lane == 0:
+            consumer_release(empty, prev)
+        return s, passes
+
+    return mma_tile

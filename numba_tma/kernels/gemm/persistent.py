@@ -1,0 +1,53 @@
+"""The persistent wgmma GEMM with the plain epilogue (``WgmmaConfig()``): what ``matmul()`` runs
+on large problems where a block's tiles are stored between its main loops (one tile per block,
+f32 output, ``beta``), in 128 x 256, 256 x 128 (``bm=256``: each consumer two m64 halves) or
+128 x 192 tiles, alone or in CTA pairs along M that multicast B (``cluster_m=2``).
+
+Each consumer warpgroup computes its m64 half (or halves) of every tile of the block in turn
+(:func:`.mainloop.tile_mainloop`), then stores it box by box through its warps' staging boxes
+(:func:`.epilogue.staged_epilogue`) while the producer already loads the next tile's slots.
+"""
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from ..._bridge import inline_device
+from .epilogue import staged_epilogue
+from .frame import persistent_kernel, persistent_parts
+
+__all__ = ["kernel"]
+
+
+@functools.cache
+def kernel(cfg, spec):
+    """The ``@cuda.jit`` kernel of ``cfg`` (persistent, plain epilogue) for ``spec``."""
+    F = persistent_parts(cfg, spec)
+    NACC = F.P.NACC
+    views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
+    store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
+                                 F.P.HALVES, False)
+
+    @inline_device
+    def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags):
+        dyn8, dynf, full, empty, cbar, extra = views()
+        acc = cuda.local.array(NACC, np.float32)
+        acc2 = cuda.local.array(NACC, np.float32)     # (unused, so gone, when HALVES = 1)
+        words = cuda.local.array(4, np.uint32)
+        old = cuda.local.array(4, np.uint32)
+        s = 0
+        passes = 0
+        boxes = 0                               # boxes this warp has staged (next buffer)
+        loads = 0                               # C boxes loaded for beta (cbar parity)
+        unit = cid
+        while unit < dp_units:
+            row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
+            unit += nclusters
+            s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s, passes,
+                                 full, False)
+            boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
+                                      col0, m, n, alpha, beta, words, old, boxes, loads)
+
+    return persistent_kernel(cfg, spec, consume)

@@ -1,0 +1,114 @@
+"""The persistent wgmma GEMM with the overlapped epilogue (``WgmmaConfig(overlap_epilogue=True,
+mma_pipe=0)``): what ``matmul()`` runs on 128 x 256 and 128 x 192 tiles where a block takes more
+than one tile, with 16-bit output and no ``beta``.
+
+A consumer that finishes a tile packs ``alpha`` times its accumulators into 16-bit pairs
+(``NACC / 2`` registers beside the ``NACC`` of the next tile) and starts the next tile at once;
+its first ``C_BOXES`` slots each store one box of the packed tile between the wgmma issue and
+the wait, so the stores run under the tensor cores' work instead of between tiles with them
+idle. The block's last tile is stored after its loop. f32 output and ``beta`` keep the plain
+epilogue (:mod:`.persistent`): their accumulators do not fit beside the next tile's.
+"""
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from ..._bridge import inline_device
+from ... import warp, wgmma
+from .config import SLAB_ROWS, WG_ROWS
+from .epilogue import packed_epilogue
+from .frame import persistent_kernel, persistent_parts
+
+__all__ = ["kernel"]
+
+
+@functools.cache
+def kernel(cfg, spec):
+    """The ``@cuda.jit`` kernel of ``cfg`` (persistent, overlapped epilogue) for ``spec``
+    (16-bit output, no ``beta``)."""
+    assert spec.out16 and not spec.has_beta and cfg.mma_pipe == 0
+    F = persistent_parts(cfg, spec)
+    NACC = F.P.NACC
+    NWORDS = NACC // 2
+    views, tile_origin = F.views, F.tile_origin
+    mma_issue, mma_retire = F.P.mma_issue, F.P.mma_retire
+    consumer_wait, consumer_release, next_slot = (F.R.consumer_wait, F.R.consumer_release,
+                                                  F.R.next_slot)
+    store_packed = packed_epilogue(cfg.bn, spec.out_kind, cfg.c_buffers)
+    pack = warp.pack_f16x2 if spec.out_kind == "f16" else warp.pack_bf16x2
+
+    @inline_device
+    def slot_storing(acc, c16, tiles, full, empty, c, lane, kt, kt1, s, passes, pend, dyn8,
+                     c_map, stage, pcrow, pcol, m, n, boxes, words, j):
+        # K slice kt of the tile (if there is one) with box j of the packed previous tile
+        # (if there is one) stored between its wgmma issue and its wait.
+        if kt < kt1:
+            consumer_wait(full, s, passes)
+            mma_issue(acc, tiles, s, c)
+            if pend:
+                boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n, boxes,
+                                     words, j)
+            mma_retire(acc)
+            if lane == 0:
+                consumer_release(empty, s)
+            s, passes = next_slot(s, passes)
+        elif pend:
+            boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n, boxes,
+                                 words, j)
+        return s, passes, boxes
+
+    @inline_device
+    def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags):
+        dyn8, dynf, full, empty, cbar, extra = views()
+        acc = cuda.local.array(NACC, np.float32)
+        words = cuda.local.array(4, np.uint32)
+        c16 = cuda.local.array(NWORDS, np.uint32)   # the previous tile, packed
+        s = 0
+        passes = 0
+        boxes = 0                               # boxes this warp has staged (next buffer)
+        pend = False
+        pcrow = 0
+        pcol = 0
+        unit = cid
+        while unit < dp_units:
+            row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
+            unit += nclusters
+            for i in range(NACC):
+                acc[i] = 0.0
+            wgmma.fence_operand(acc, NACC)
+            # (one call per box: j stays a constant, and so every register index)
+            s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 0, num_k, s,
+                                            passes, pend, dyn8, c_map, stage, pcrow, pcol, m,
+                                            n, boxes, words, 0)
+            s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 1, num_k, s,
+                                            passes, pend, dyn8, c_map, stage, pcrow, pcol, m,
+                                            n, boxes, words, 1)
+            s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 2, num_k, s,
+                                            passes, pend, dyn8, c_map, stage, pcrow, pcol, m,
+                                            n, boxes, words, 2)
+            s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 3, num_k, s,
+                                            passes, pend, dyn8, c_map, stage, pcrow, pcol, m,
+                                            n, boxes, words, 3)
+            # (slot_storing's slot without a box, written out: through slot_storing the loop
+            # computed its slot addresses in vector registers, 12 R2UR more per pass)
+            for kt in range(4, num_k):
+                consumer_wait(full, s, passes)
+                mma_issue(acc, tiles, s, c)
+                mma_retire(acc)
+                if lane == 0:
+                    consumer_release(empty, s)
+                s, passes = next_slot(s, passes)
+            for w in range(NWORDS):
+                c16[w] = pack(alpha * acc[2 * w], alpha * acc[2 * w + 1])
+            pend = True
+            pcrow = row0 + (cw >> 2) * WG_ROWS + (cw & 3) * SLAB_ROWS
+            pcol = col0
+        if pend:
+            for j in range(4):      # (C_BOXES <= 4 boxes of 64 columns)
+                boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n, boxes,
+                                     words, j)
+
+    return persistent_kernel(cfg, spec, consume)

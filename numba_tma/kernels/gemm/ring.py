@@ -1,0 +1,223 @@
+"""The TMA/mbarrier ring that feeds a GEMM's tensor cores, shared by every kernel of the package.
+
+A slot of the ring holds ``bm`` rows of A then ``bn`` rows of B, 64 K-elements (128 bytes) each,
+as 128B-swizzled TMA boxes: a K-major operand (A stored M x K, B stored N x K) is one box of
+``rows x 64``; an M/N-major one (stored K x M or K x N) is ``rows / 64`` boxes of 64 (K) x 64,
+8 KiB each. In a cluster of ``cm`` CTAs along M, CTA ``rank`` loads rows
+``[rank, rank + 1) * bn / cm`` of B and multicasts them to every CTA of the cluster; in a
+cluster of ``cn`` CTAs along N, rows ``[rank, rank + 1) * bm / cn`` of A likewise. Each CTA's
+barrier expects the whole slot.
+
+Each slot has two mbarriers: ``full[s]`` completes on the slot's transaction bytes (one arrival,
+the producer's ``arrive_expect_tx``), ``empty[s]`` when every consumer warp that reads the slot
+(in every CTA the slot is multicast into) has released it. The protocol, in CuTe's words
+(``PipelineTmaAsync``), is :func:`ring`'s functions: ``producer_acquire`` (wait until the
+slot's last contents were released), ``producer_commit`` (arm ``full`` and issue the loads),
+``consumer_wait``, ``consumer_release``, and ``producer_tail`` (a cluster's producer waits until
+every slot it filled was released, so no peer's arrival lands after it exits). A position in
+the ring is ``(s, passes)``: the slot and how many times the ring has wrapped (its parity is
+the phase a wait expects).
+
+The dynamic shared memory starts with the barriers (:func:`shared_views`): the ``S`` full and
+``S`` empty slot barriers, one per consumer warp for C's loads (``cbar``), then a variant's own;
+the ring starts at the first 1024-byte boundary after them (the 128B swizzle's period).
+"""
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from ..._bridge import inline_device
+from ... import cluster, intmath, mbarrier, tma
+
+__all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "slice_loader", "slot_release", "shared_views",
+           "barrier_setup", "ring", "Parts"]
+
+SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
+BK = 64                      # K per slice: one swizzle row of a K-major operand
+ATOM = 64                    # elements in one swizzled row: a K x 64 box of an M/N-major operand
+ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
+
+
+@functools.cache        # one loader for every kernel of the same slot geometry
+def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1):
+    """``load(a_map, b_map, tiles, bar, off, kt, row0, col0, rank)``: arm ``bar`` for the slot's
+    bytes and issue the loads of K slice ``kt`` of A rows ``row0..`` and B rows (N) ``col0..``
+    into the slot at byte ``off`` of ``tiles``. Issued by one thread."""
+    a_bytes = bm * SPAN
+    stage_bytes = a_bytes + bn * SPAN
+    a_part_rows = bm // cn
+    a_part_boxes = bm // ATOM // cn
+    b_part_rows = bn // cm
+    b_part_boxes = bn // ATOM // cm
+    mask = (1 << cm) - 1
+
+    if cm == 1:
+        load_b = tma.load
+    else:
+        @inline_device
+        def load_b(dst, desc, coords, bar):
+            tma.load_multicast(dst, desc, coords, bar, mask)
+    if cn == 1:
+        load_a = tma.load
+    else:
+        a_mask = (1 << cn) - 1
+
+        @inline_device
+        def load_a(dst, desc, coords, bar):
+            tma.load_multicast(dst, desc, coords, bar, a_mask)
+
+    @inline_device
+    def load(a_map, b_map, tiles, bar, off, kt, row0, col0, rank):
+        mbarrier.arrive_expect_tx(bar, stage_bytes)
+        kx = kt * BK
+        # (with cn > 1, rank is the CTA's place along N: its part of A; cm and cn are not both
+        # above 1)
+        a_rank = rank if cn > 1 else 0
+        if a_kmajor:
+            r0 = a_rank * a_part_rows
+            load_a(tiles[off + r0 * SPAN:], a_map, (row0 + r0, kx), bar)
+        else:
+            for q in range(a_part_boxes):
+                j = a_rank * a_part_boxes + q
+                load_a(tiles[off + j * ATOM_BYTES:], a_map, (kx, row0 + j * ATOM), bar)
+        boff = off + a_bytes
+        b_rank = rank if cm > 1 else 0
+        if b_kmajor:
+            r0 = b_rank * b_part_rows
+            load_b(tiles[boff + r0 * SPAN:], b_map, (col0 + r0, kx), bar)
+        else:
+            for q in range(b_part_boxes):
+                j = b_rank * b_part_boxes + q
+                load_b(tiles[boff + j * ATOM_BYTES:], b_map, (kx, col0 + j * ATOM), bar)
+
+    return load
+
+
+@functools.cache        # one set of device functions for every kernel that shares them
+def slot_release(ctas):
+    """``release(bar)``: a consumer warp gives a ring slot back through its empty barrier
+    ``bar``; in a cluster of ``ctas`` CTAs that multicast into the slot, to every CTA's
+    producer (each waits for all of them before it loads the slot again)."""
+    @inline_device
+    def release(bar):
+        if ctas == 1:
+            mbarrier.arrive(bar)
+        else:
+            for r in range(ctas):
+                cluster.mbarrier_arrive_cta(bar, r)
+    return release
+
+
+@functools.cache
+def shared_views(stages, c_bars, extra_bars=0):
+    """``views()``: the dynamic shared memory as bytes and floats, and its barriers
+    ``(dyn8, dynf, full, empty, cbar, extra)``: ``stages`` full and ``stages`` empty slot
+    barriers, ``c_bars`` for C's loads, ``extra_bars`` of a variant's own. (numba returns views
+    made in a device function only inside a tuple.)"""
+    S = stages
+    NBARS = 2 * S + c_bars
+
+    @inline_device
+    def views():
+        dyn64 = cuda.shared.array(0, np.uint64)
+        dyn8 = cuda.shared.array(0, np.uint8)
+        dynf = cuda.shared.array(0, np.float32)
+        return (dyn8, dynf, dyn64[:S], dyn64[S:2 * S], dyn64[2 * S:NBARS],
+                dyn64[NBARS:NBARS + extra_bars])
+    return views
+
+
+@functools.cache
+def barrier_setup(stages, empty_arrivals, c_bars):
+    """``init(full, empty, cbar)``: one thread initialises the ring's barriers (``full``: one
+    arrival and the transaction bytes; ``empty``: ``empty_arrivals``) and C's (one arrival
+    each). The caller adds its own, then ``mbarrier.fence_init()``."""
+    @inline_device
+    def init(full, empty, cbar):
+        for s in range(stages):
+            mbarrier.init(full[s:], 1)
+            mbarrier.init(empty[s:], empty_arrivals)
+        for w in range(c_bars):
+            mbarrier.init(cbar[w:], 1)
+    return init
+
+
+@functools.cache        # one set of device functions for every kernel that shares them
+def ring(stages, stage_bytes, issue_slot, ctas):
+    """The ring protocol of ``stages`` slots of ``stage_bytes``, filled by ``issue_slot`` (a
+    :func:`slice_loader`) and released to the producers of ``ctas`` CTAs; see the module's
+    docstring. Returns a namespace of device functions."""
+    S = stages
+    release = slot_release(ctas)
+
+    @inline_device
+    def next_slot(s, passes):
+        # The ring position after slot s.
+        s += 1
+        if s == S:
+            s = 0
+            passes += 1
+        return s, passes
+
+    @inline_device
+    def skip_slots(s, passes, count):
+        # The ring position count slots on.
+        t = s + count
+        laps = intmath.div_u32(t, S)
+        return t - laps * S, passes + laps
+
+    @inline_device
+    def producer_acquire(empty, s, passes):
+        # The slot's contents of the pass before were released by every consumer warp.
+        if passes > 0:
+            mbarrier.wait(empty[s:], (passes - 1) & 1)
+
+    @inline_device
+    def producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank):
+        # K slice kt of the tile at (row0, col0) into slot s, completing full[s].
+        issue_slot(a_map, b_map, tiles, full[s:], s * stage_bytes, kt, row0, col0, rank)
+
+    @inline_device
+    def consumer_wait(full, s, passes):
+        mbarrier.wait(full[s:], passes & 1)
+
+    @inline_device
+    def consumer_release(empty, s):
+        release(empty[s:])
+
+    @inline_device
+    def load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes):
+        # Producer: K slices kt0..kt1 of one tile into the ring; returns the ring position.
+        for kt in range(kt0, kt1):
+            producer_acquire(empty, s, passes)
+            producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
+            s, passes = next_slot(s, passes)
+        return s, passes
+
+    @inline_device
+    def producer_tail(empty, s, passes):
+        # A cluster's producer waits, as before loading them again, until the consumers of
+        # every CTA have released each slot that was filled, so no peer's arrive can land on
+        # this CTA's barriers after it exits (CUTLASS's producer tail). It stands in for a
+        # cluster barrier at the end, whose releasing arrive would wait on every thread's
+        # outstanding stores. The peer's multicasts into this CTA are all awaited by its own
+        # consumers.
+        for _ in range(S):
+            producer_acquire(empty, s, passes)
+            s, passes = next_slot(s, passes)
+
+    return Parts(next_slot=next_slot, skip_slots=skip_slots,
+                 producer_acquire=producer_acquire, producer_commit=producer_commit,
+                 consumer_wait=consumer_wait, consumer_release=consumer_release,
+                 load_tile=load_tile, producer_tail=producer_tail)
+
+
+class Parts:
+    """A part's device functions and constants by name. Hashed by identity: the factories
+    that make parts are cached, so equal arguments give the same object, and a factory may
+    take a part as an argument."""
+
+    def __init__(self, **members):
+        self.__dict__.update(members)

@@ -1,0 +1,261 @@
+"""No seed: the stream-K rung of the wgmma GEMM ladder (``StreamKConfig``), assembled from the
+shipped GEMM's parts (:mod:`numba_tma.kernels.gemm`). ``matmul()`` never chooses it: on the H100
+the 128 x 192 tiles and CTA pairs that fill the last wave better won (``docs/gemm.md``); run it
+with ``matmul(a, b, config=StreamKConfig())``.
+
+Where the tiles do not fill whole waves, the last wave's tiles would leave SMs idle. Every
+block first takes ``dp_units`` tiles whole (the same number each), then an even share of the
+remaining tiles' K slices (:func:`stream_k_schedule`): a share that starts inside a tile stops
+at the tile's end or earlier, and its accumulators go to the block's workspace slot (fragment
+order: element ``i`` of consumer thread ``t`` at ``i * 256 + t``, coalesced) and its flag is
+raised; the block whose share holds a tile's first slice finishes that tile last (its share
+ends there), adds the partials of the following blocks whose shares start inside the tile
+(waiting on their flags, which it lowers again for the next launch), and stores C. Every block
+of a persistent launch is resident, and a block waits only on higher-numbered blocks' first
+segments, which wait on nobody: no deadlock.
+"""
+
+import dataclasses
+import functools
+import threading
+
+import numpy as np
+from numba import cuda, types
+
+from .._bridge import inline_device
+from .. import barrier, intmath, mbarrier, wgmma
+from ..launch import is_capturing
+from ..kernels.gemm.config import BM, CONSUMER_THREADS, SIGNATURE, KernelSpec, WgmmaConfig
+from ..kernels.gemm.epilogue import staged_epilogue
+from ..kernels.gemm.frame import persistent_kernel, persistent_parts
+
+__all__ = ["StreamKConfig", "stream_k_split", "stream_k_schedule", "workspace_floats",
+           "MIN_STREAM_K_SLICES", "SIGNATURE_STREAM_K"]
+
+#: A stream-K kernel's parameters: SIGNATURE's, then the workspace of partial tiles (float32),
+#: one flag per block, the tiles the blocks take whole (``dp_units``) and the K slices split
+#: evenly over the blocks after them (``sk_iters``); see :func:`stream_k_split`.
+SIGNATURE_STREAM_K = SIGNATURE[:-1] + ", float32[::1], uint32[::1], int64, int64)"
+_WORKSPACE, _FLAGS = 10, 11         # their argument positions
+#: A stream-K split pays only where each block gets at least this many K slices of the tail.
+MIN_STREAM_K_SLICES = 4
+
+
+def stream_k_split(tiles, blocks, num_k):
+    """``(dp_units, sk_iters)`` of a stream-K launch of ``blocks`` persistent blocks over
+    ``tiles`` tiles of ``num_k`` K slices: the first ``dp_units`` tiles are taken whole (the
+    same number by every block), the K slices of the rest, ``sk_iters`` of them, are split
+    evenly over the blocks. No split (``(tiles, 0)``) where the tiles fill whole waves, where
+    there is less than one wave, where a block would get fewer than ``MIN_STREAM_K_SLICES``
+    slices, or where ``blocks * sk_iters`` would not fit the kernel's 32-bit division."""
+    tail = tiles % blocks if tiles > blocks else 0
+    sk_iters = tail * num_k
+    if tail == 0 or sk_iters < MIN_STREAM_K_SLICES * blocks or blocks * sk_iters >= 2 ** 32:
+        return tiles, 0
+    return tiles - tail, sk_iters
+
+
+def stream_k_schedule(blocks, dp_units, sk_iters, num_k):
+    """The stream-K part of each block's work as the kernel walks it, a model for tests and
+    readers: ``[[(tile, k0, k1, role), ...] per block]``, ``role`` "final" for the segment that
+    starts its tile (it adds the others' partials and stores C) or "partial" (stored in the
+    block's workspace slot and flagged). Block ``b`` takes slices ``[b W / G, (b + 1) W / G)``
+    of the ``W = sk_iters`` slices after the whole tiles (tile ``dp_units + t`` holds slices
+    ``[t num_k, (t + 1) num_k)``)."""
+    plan = []
+    for b in range(blocks):
+        it, hi = b * sk_iters // blocks, (b + 1) * sk_iters // blocks
+        segs = []
+        while it < hi:
+            t = it // num_k
+            k0 = it - t * num_k
+            k1 = min(num_k, k0 + hi - it)
+            segs.append((dp_units + t, k0, k1, "final" if k0 == 0 else "partial"))
+            it += k1 - k0
+        plan.append(segs)
+    return plan
+
+
+def workspace_floats(bn, blocks):
+    """float32 elements of the workspace of a stream-K launch of ``blocks`` blocks of
+    ``128 x bn`` tiles: one partial tile per block."""
+    return blocks * CONSUMER_THREADS * (bn // 2)
+
+
+_workspaces = {}
+_workspaces_lock = threading.Lock()
+
+
+def _workspace(ctx, handle, blocks):
+    """``(workspace, flags)`` of stream-K launches on stream ``handle`` in context ``ctx``: one
+    partial tile (128 x 256 fp32) and one flag per block, the flags zeroed once (each launch
+    lowers every flag it raised). One per stream, since launches on two streams may run at
+    once; allocated on the stream's first stream-K launch, which a graph capture cannot
+    hold."""
+    key = (ctx, handle, blocks)
+    got = _workspaces.get(key)
+    if got is None:
+        with _workspaces_lock:
+            got = _workspaces.get(key)
+            if got is None:
+                if is_capturing(handle):
+                    raise RuntimeError(
+                        "matmul: a stream-K config needs a workspace for this stream, and "
+                        "allocating it cannot happen during CUDA graph capture; call matmul "
+                        "with this config once on the capturing stream before capturing, or "
+                        "use a config without stream-K")
+                ws = cuda.device_array(workspace_floats(256, blocks), np.float32)
+                flags = cuda.to_device(np.zeros(blocks, np.uint32))
+                got = _workspaces[key] = (ws, flags)
+    return got
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class StreamKConfig(WgmmaConfig):
+    """A persistent :class:`~numba_tma.kernels.gemm.WgmmaConfig` (``bm = 128``, no clusters,
+    the plain epilogue) whose last, partly filled wave's tiles are split along K over every
+    block (the module's docstring); it takes a workspace per stream."""
+
+    signature = SIGNATURE_STREAM_K
+    extra_argtypes = (types.Array(types.float32, 1, "C"), types.Array(types.uint32, 1, "C"),
+                      types.int64, types.int64)
+
+    def _check(self):
+        super()._check()
+        if not self.persistent or self.cluster_m != 1 or self.bm != BM \
+                or self.overlap_epilogue:
+            raise ValueError(f"stream-K needs persistent=True, cluster_m=1, bm={BM} and "
+                             f"overlap_epilogue=False; got persistent={self.persistent}, "
+                             f"cluster_m={self.cluster_m}, bm={self.bm}, "
+                             f"overlap_epilogue={self.overlap_epilogue}")
+
+    def kernel(self, spec):
+        return _kernel(self.kernel_config(), KernelSpec(*spec))
+
+    def launch_extras(self, tiles, grid, num_k):
+        dp_units, sk_iters = stream_k_split(tiles, grid, num_k)
+        args = ((0, workspace_floats(self.bn, grid)), (0, grid), dp_units, sk_iters)
+        if not sk_iters:            # nothing split: no workspace is touched
+            return args, None
+
+        def per_stream(ctx, stream):
+            ws, flags = _workspace(ctx, stream, grid)
+            return {_WORKSPACE: ws.__cuda_array_interface__["data"][0],
+                    _FLAGS: flags.__cuda_array_interface__["data"][0]}
+        return args, per_stream
+
+
+@functools.cache
+def _kernel(cfg, spec):
+    F = persistent_parts(cfg, spec)
+    NACC = F.P.NACC
+    CT = CONSUMER_THREADS
+    PART = CT * NACC                            # workspace floats of one block's partial tile
+    FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
+    TIMEOUT = mbarrier.WAIT_TIMEOUT_NS          # the hang-debugging switch, as mbarrier.wait's
+    views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
+    load_tile = F.R.load_tile
+    store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
+                                 F.P.HALVES, False)
+
+    @inline_device
+    def take_partial(flags, p):
+        # Wait until block p has flagged its partial, and lower the flag for the next launch.
+        # Under NUMBA_TMA_WAIT_TIMEOUT_NS a flag that never comes is reported, then trapped on.
+        if TIMEOUT:
+            start = mbarrier.globaltimer()
+            while cuda.atomic.cas(flags, p, 1, 0) != 1:
+                if mbarrier.globaltimer() - start > TIMEOUT:
+                    print("numba_tma: stream-K block", cuda.blockIdx.x, "waited past",
+                          TIMEOUT, "ns (NUMBA_TMA_WAIT_TIMEOUT_NS) for the partial of block", p)
+                    mbarrier.trap()
+        else:
+            while cuda.atomic.cas(flags, p, 1, 0) != 1:
+                pass
+
+    @inline_device
+    def sk_first(b, sk_iters, blocks):
+        # First stream-K slice of block b (of blocks): b * W // G in 32 bits (the host keeps
+        # blocks * W below 2^32).
+        return np.int64(intmath.div_u32(b * sk_iters, blocks))
+
+    @inline_device
+    def sk_segment(it, hi, num_k):
+        # The tile (counted from the first split one) of slice it, and the K slices k0..k1 of
+        # it that the share [it, hi) covers.
+        t = np.int64(intmath.div_u32(it, num_k))
+        k0 = it - t * num_k
+        return t, k0, min(num_k, k0 + hi - it)
+
+    @inline_device
+    def sk_produce(a_map, b_map, tiles, full, empty, cid, nclusters, dp_units, sk_iters, num_k,
+                   tiles_m, tiles_n, rank, s, passes):
+        it = sk_first(cid, sk_iters, nclusters)
+        hi = sk_first(cid + 1, sk_iters, nclusters)
+        while it < hi:
+            t, k0, k1 = sk_segment(it, hi, num_k)
+            row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
+            s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, k0, k1,
+                                  s, passes)
+            it += k1 - k0
+        return s, passes
+
+    @inline_device
+    def fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k):
+        # This block finishes the tile: add the partials of the blocks whose shares start
+        # inside it.
+        t_end = (t + 1) * num_k
+        p = cid + 1
+        while k1 < num_k and p < nclusters and sk_first(p, sk_iters, nclusters) < t_end:
+            if ct == 0:
+                take_partial(flags, p)
+                cuda.threadfence()
+            cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
+            barrier.sync(FIXUP_BARRIER, CT)
+            for i in range(NACC):
+                acc[i] += ws[p * PART + i * CT + ct]
+            p += 1
+        wgmma.fence_operand(acc, NACC)
+
+    @inline_device
+    def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags):
+        dyn8, dynf, full, empty, cbar, extra = views()
+        acc = cuda.local.array(NACC, np.float32)
+        words = cuda.local.array(4, np.uint32)
+        old = cuda.local.array(4, np.uint32)
+        s = 0
+        passes = 0
+        boxes = 0
+        loads = 0
+        unit = cid
+        while unit < dp_units:              # the whole tiles, as the plain persistent kernel
+            row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
+            unit += nclusters
+            s, passes = mma_tile(acc, acc, tiles, full, empty, c, lane, 0, num_k, s, passes,
+                                 full, False)
+            boxes, loads = store_tile(acc, acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
+                                      col0, m, n, alpha, beta, words, old, boxes, loads)
+        it = sk_first(cid, sk_iters, nclusters)
+        hi = sk_first(cid + 1, sk_iters, nclusters)
+        while it < hi:
+            t, k0, k1 = sk_segment(it, hi, num_k)
+            s, passes = mma_tile(acc, acc, tiles, full, empty, c, lane, k0, k1, s, passes,
+                                 full, False)
+            if k0 == 0:
+                fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k)
+                row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
+                boxes, loads = store_tile(acc, acc, dyn8, dynf, c_map, cbar, stage, cw, lane,
+                                          row0, col0, m, n, alpha, beta, words, old, boxes,
+                                          loads)
+            else:
+                # A partial (this share starts inside the tile): to the block's slot.
+                for i in range(NACC):
+                    ws[cid * PART + i * CT + ct] = acc[i]
+                cuda.threadfence()
+                barrier.sync(FIXUP_BARRIER, CT)
+                if ct == 0:
+                    cuda.atomic.exch(flags, cid, 1)
+            it += k1 - k0
+
+    return persistent_kernel(cfg, spec, consume, produce_more=sk_produce, stream_k=True)
