@@ -27,7 +27,7 @@ from ._calls import BoundedCache, call_stream, operand_key
 from ._device import require_hopper
 from .launch import context_id, context_id_or_none, is_capturing, stream_handle
 from .kernels import gemm_tma, gemm_wgmma
-from .kernels._descriptors import descriptor_map, retarget
+from .tensormap.cache import descriptor_map, retarget
 from .operands import check_device, device_to_enter, dtype_name, read_operand
 
 __all__ = ["matmul", "matmul_kernels", "MatmulPlan", "plan_matmul"]
