@@ -13,7 +13,7 @@ Device intrinsics (call them inside ``@cuda.jit`` kernels):
     ``numba_tma.wgmma``     warpgroup wgmma.mma_async, its descriptors and fences, setmaxnreg
     ``numba_tma.barrier``   named CTA barriers (bar.sync / bar.arrive with an id and a count)
     ``numba_tma.griddep``   programmatic dependent launch (griddepcontrol.wait / launch_dependents)
-    ``numba_tma.tensormap_device``  tensormap.replace: edit a descriptor in memory from a kernel
+    ``numba_tma.tensormap.device``  tensormap.replace: edit a descriptor in memory from a kernel
 Kernels (functions; their modules are ``numba_tma.transpose_api`` and ``numba_tma.matmul_api``):
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
     ``numba_tma.matmul``    alpha * a @ b + beta * out on tensor cores (TMA + wgmma)
@@ -22,6 +22,7 @@ Kernels (functions; their modules are ``numba_tma.transpose_api`` and ``numba_tm
 Host side:
     ``numba_tma.TensorMap`` a validated CUtensorMap (tile mode) in device memory
     ``numba_tma.Im2colTensorMap`` the same for im2col mode (NWC / NHWC / NDHWC convolutions)
+    ``numba_tma.tensormap`` both, their rules and limits (``plan_tensor_map``), the device module
     ``numba_tma.launch``    >48 KB dynamic shared memory; thread-block cluster launches
     ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
     ``numba_tma.bench``     time kernels (do_bench, interleaved rounds), baselines, results, plots
@@ -36,10 +37,9 @@ import warnings
 warnings.filterwarnings("ignore", message="'numba_tma.swizzle' found in sys.modules",
                         category=RuntimeWarning)
 
-from . import (bulk, cluster, fence, gmem, griddep, mbarrier, smem, swizzle, tensormap_device,
-               tma, warp)
-from .tensormap import TensorMap
-from .tensormap_im2col import Im2colTensorMap
+from . import bulk, cluster, fence, gmem, griddep, mbarrier, smem, swizzle, tma, warp
+from . import tensormap                      # its device module too: numba_tma.tensormap.device
+from .tensormap import Im2colTensorMap, TensorMap
 from . import barrier, launch, matmul_api, transpose_api, wgmma
 from .matmul_api import matmul
 from .transpose_api import transpose
@@ -65,6 +65,6 @@ def __dir__():
 
 __all__ = ["Im2colTensorMap", "NoGPUError", "TensorMap", "barrier", "bench", "bulk", "cluster",
            "fence", "gmem", "griddep", "launch", "matmul", "matmul_api", "mbarrier", "offline",
-           "release_outputs", "smem", "swizzle", "tensormap_device", "tma", "transpose",
+           "release_outputs", "smem", "swizzle", "tensormap", "tma", "transpose",
            "transpose_api", "warp", "wgmma"]
 __version__ = "0.1.0"

@@ -369,7 +369,7 @@ def check_operand(array, nbytes, *, offset=0, name="array"):
     ``array.reshape(-1)[offset:]``'s); the address of element ``offset`` 16-byte aligned;
     ``nbytes`` a positive multiple of 16 that fits in the array from ``offset`` on.
     """
-    from .tensormap import describe_array, is_c_contiguous
+    from .operands import describe_array, is_c_contiguous
 
     try:
         shape, strides, itemsize, _, address = describe_array(array)

@@ -11,8 +11,7 @@ import pytest
 from numba import cuda, types
 
 from numba_tma import _calls, kernel_cache
-from numba_tma.kernels._configure import configure
-from numba_tma.launch import stream_handle
+from numba_tma.launch import configure, stream_handle
 
 
 # -- streams ---------------------------------------------------------------------------------
@@ -448,8 +447,8 @@ def test_dependent_launch_configs():
     # a plain launch that is not dependent keeps the raw cuLaunchKernel.
     from cuda.bindings import driver
 
-    from numba_tma.launch import (DirectKernel, PreparedLaunch, _launch_config, _PlainLaunch,
-                                  plan_cluster_launch)
+    from numba_tma.launch import DirectKernel, PreparedLaunch, plan_cluster_launch
+    from numba_tma.launch.driver_calls import _launch_config, _PlainLaunch
 
     ids = driver.CUlaunchAttributeID
     pss = ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION

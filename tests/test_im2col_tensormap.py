@@ -1,4 +1,4 @@
-"""CPU-only tests of numba_tma.tensormap_im2col: every cuTensorMapEncodeIm2col rule is checked
+"""CPU-only tests of numba_tma.tensormap.im2col: every cuTensorMapEncodeIm2col rule is checked
 before the driver, errors name the argument with its numbers; plans are in the driver's order."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from cuda.bindings import driver
 
 from numba_tma.kernels.im2col import im2col_numpy, load_im2col_model, output_size
-from numba_tma.tensormap_im2col import Im2colTensorMap, plan_im2col_tensor_map
+from numba_tma.tensormap import Im2colTensorMap, plan_im2col_tensor_map
 
 ADDR = 0x7F00_0000_0000
 
@@ -104,8 +104,7 @@ def test_class_validates_before_touching_the_driver():
 
 
 def test_class_encodes_the_plan(monkeypatch):
-    from numba_tma import tensormap_driver as drv
-    from numba_tma import tensormap_im2col as ti
+    from numba_tma.tensormap import driver as drv
 
     seen = {}
 
@@ -114,7 +113,7 @@ def test_class_encodes_the_plan(monkeypatch):
         return driver.CUresult.CUDA_SUCCESS, type("M", (), {"opaque": list(range(16))})()
 
     monkeypatch.setattr(drv, "check_device", lambda address: None)   # the maps share it
-    monkeypatch.setattr(ti.driver, "cuTensorMapEncodeIm2col", fake_encode)
+    monkeypatch.setattr(driver, "cuTensorMapEncodeIm2col", fake_encode)
     desc = FakeDeviceArray((16,), "<u8", 0x7F10_0000_0000)
     monkeypatch.setattr(drv, "upload", lambda words: desc)
     m = Im2colTensorMap(FakeDeviceArray((2, 9, 14, 64)), pixel_box_lower_corner=(-1, -1),

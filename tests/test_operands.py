@@ -12,8 +12,7 @@ from fake_devices import fake_two_gpus
 
 from numba_tma import operands
 from numba_tma.operands import Operand, check_device, read_operand
-from numba_tma.tensormap import TensorMap
-from numba_tma.tensormap_im2col import plan_im2col_tensor_map
+from numba_tma.tensormap import TensorMap, plan_im2col_tensor_map
 
 api = importlib.import_module("numba_tma.transpose_api")     # the module, not the function
 mm = importlib.import_module("numba_tma.matmul_api")

@@ -21,22 +21,147 @@ def test_the_ladders_live_only_in_ladders(name):
     assert not (ROOT / "numba_tma" / "kernels" / f"{name}.py").exists()
 
 
-def _imports(path):
-    """Every module a file imports (relative imports resolved against numba_tma.kernels)."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
+def _module_name(path):
+    """``numba_tma.x.y`` of a source file (a package's ``__init__.py`` is the package)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _as_module(name):
+    """The module ``name`` lies in: itself, or the module a ``from m import attr`` took it from."""
+    while name.count("."):
+        rel = ROOT.joinpath(*name.split("."))
+        if rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file():
+            return name
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _imports(path, text=None):
+    """Every module (or name in one) a file imports (``text``: its source, if not the file's),
+    lazy imports inside functions included, relative imports resolved against the file's own
+    package at any depth. The file's own packages (``from . import x`` names the package) are
+    left out: they are imported already."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    parts = name.split(".")
+    own = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = "numba_tma.kernels" if node.level == 1 else "numba_tma" if node.level == 2 else ""
-            mod = ".".join(p for p in (base, node.module or "") if p)
-            yield mod
+            mod = node.module or ""
+            if node.level:
+                base = package.split(".")
+                assert node.level <= len(base), f"{name}: {'.' * node.level}{mod} leaves the package"
+                mod = ".".join(base[:len(base) - node.level + 1] + ([mod] if mod else []))
+            if mod not in own:
+                yield mod
             yield from (f"{mod}.{a.name}" for a in node.names)
+
+
+def test_imports_resolve_relative_to_the_importing_file():
+    tree = ROOT / "numba_tma"
+    assert set(_imports(tree / "launch" / "direct.py")) >= {
+        "numba_tma.launch.clusters", "numba_tma.launch.clusters.launch_cluster",
+        "numba_tma.offline", "numba_tma.kernel_cache"}
+    found = set(_imports(tree / "tensormap" / "__init__.py"))
+    assert "numba_tma.tensormap.device" in found and "numba_tma.tensormap" not in found
+    assert "numba_tma.tensormap.cache.descriptor" in set(
+        _imports(tree / "ladders" / "transpose_tma.py"))
+
+
+# The layers of numba_tma, top (imported by the others) first: a module may import its own layer
+# and the layers above it, never one below (docs/architecture.md). An entry names a module
+# relative to numba_tma and everything under it; the longest entry that matches wins
+# (``tensormap.device`` is a device module, the rest of ``tensormap`` host code); "" is the
+# package's own ``__init__.py``, which binds the public names and so imports every layer.
+LAYERS = [
+    # device declarations over _bridge (the intrinsics; swizzle's numpy model beside them)
+    ["_bridge", "mbarrier", "fence", "tma", "bulk", "cluster", "smem", "gmem", "warp", "wgmma",
+     "barrier", "intmath", "swizzle", "griddep", "tensormap.device"],
+    # host code that needs no other host module
+    ["operands", "_device", "kernel_cache", "offline"],
+    ["tensormap"],                                  # tensor maps: rules, driver, tile, im2col
+    ["launch"],                                     # shared memory, clusters, streams, direct
+    ["tensormap.cache", "_arrays", "_calls"],       # over both: cached maps, per-call plumbing
+    ["kernels"],                                    # what the public API runs (kernels.gemm too)
+    ["ladders"],                                    # the seed ladders, on the kernels' helpers
+    ["transpose_api", "matmul_api"],                # the public API (*_kernels() lists ladders)
+    ["precompile", "bench"],                        # over the public API
+    [""],                                           # numba_tma/__init__.py
+]
+# Imports that reach a layer below on purpose: (importer, imported), named as in LAYERS.
+UPWARD_EXCEPTIONS = {
+    ("bulk", "operands"),   # bulk.check_operand, the host check of a bulk copy's operand
+}
+
+
+def _layer(name):
+    """(index, entry) of module ``name`` in LAYERS; None for a module outside numba_tma."""
+    if name != "numba_tma" and not name.startswith("numba_tma."):
+        return None
+    rel = name[len("numba_tma."):] if name != "numba_tma" else ""
+    best = None
+    for i, entries in enumerate(LAYERS):
+        for entry in entries:
+            if rel == entry or (entry and rel.startswith(entry + ".")):
+                if best is None or len(entry) > len(best[1]):
+                    best = (i, entry)
+    assert best is not None, f"{name} is in no layer: add it to LAYERS"
+    return best
+
+
+def _upward_imports(path, text=None):
+    """The imports of ``path`` (``text``: its source) that reach a layer below its own."""
+    me = _layer(_module_name(path))
+    bad = set()
+    for name in _imports(path, text):
+        them = _layer(_as_module(name))
+        if them is not None and them[0] > me[0] and (me[1], them[1]) not in UPWARD_EXCEPTIONS:
+            bad.add(f"{_module_name(path)} ({me[1] or 'numba_tma'}) imports {_as_module(name)} "
+                    f"({them[1] or 'numba_tma'}), a layer below it")
+    return sorted(bad)
+
+
+def test_no_module_imports_a_layer_below_its_own():
+    bad = []
+    for path in sorted((ROOT / "numba_tma").rglob("*.py")):
+        bad += _upward_imports(path)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_check_sees_an_upward_import():
+    # The host launch code reaching into the kernels, even lazily, is caught.
+    path = ROOT / "numba_tma" / "launch" / "direct.py"
+    text = path.read_text() + "\n\ndef _late():\n    from ..kernels import _grid\n"
+    assert _upward_imports(path) == []
+    assert _upward_imports(path, text) == [
+        "numba_tma.launch.direct (launch) imports numba_tma.kernels (kernels), a layer below it",
+        "numba_tma.launch.direct (launch) imports numba_tma.kernels._grid (kernels), a layer "
+        "below it"]
+
+
+def test_the_host_layers_old_paths_are_gone():
+    # 0.1.0 moved them into numba_tma.tensormap and numba_tma.launch; no alias keeps them, and
+    # nothing imports them (an import would not fail where another checkout is installed
+    # editable: its finder still serves numba_tma's top-level modules).
+    old = {f"numba_tma.{name}" for name in ("tensormap_rules", "tensormap_driver",
+                                            "tensormap_device", "tensormap_im2col",
+                                            "kernels._descriptors", "kernels._configure")}
+    for name in old:
+        path = ROOT.joinpath(*name.split("."))
+        assert not path.with_suffix(".py").exists() and not path.exists(), name
+    for tree in ("numba_tma", "tests", "benches"):
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            assert not set(_imports(path)) & old, path
 
 
 def test_shipped_kernels_do_not_import_ladders():
     shims = {f"{name}.py" for name in MOVED}
-    for path in sorted((ROOT / "numba_tma" / "kernels").glob("*.py")):
+    for path in sorted((ROOT / "numba_tma" / "kernels").rglob("*.py")):
         if path.name in shims or path.name == "__init__.py":
             continue
         bad = [m for m in _imports(path) if "ladders" in m or m.split(".")[-1] in MOVED]

@@ -11,7 +11,7 @@ import pytest
 from cuda.bindings import driver
 
 from numba_tma import tensormap as tm
-from numba_tma import tensormap_driver as drv
+from numba_tma.tensormap import driver as drv, rules
 from numba_tma.tensormap import TensorMap, TensorMapPlan, plan_tensor_map
 
 ADDR = 0x7F00_0000_0000  # 256-byte aligned, like cudaMalloc
@@ -118,7 +118,7 @@ def fake_driver(monkeypatch):
         return FakeDeviceArray((16,), "<u8", None, DESC_ADDR)
 
     monkeypatch.setattr(drv, "check_device", check_device)
-    monkeypatch.setattr(tm.driver, "cuTensorMapEncodeTiled", encode)
+    monkeypatch.setattr(driver, "cuTensorMapEncodeTiled", encode)
     monkeypatch.setattr(drv, "upload", upload)
     return calls
 
@@ -616,7 +616,7 @@ def test_swizzle_spellings(value, expected):
     box = (16, 8) if expected == 32 else (16, 16)
     plan = make_plan(box=box, swizzle=value)
     assert plan.swizzle_bytes == expected
-    assert plan.swizzle == tm._SWIZZLE[expected]
+    assert plan.swizzle == rules._SWIZZLE[expected]
 
 
 @pytest.mark.parametrize(
@@ -625,7 +625,7 @@ def test_swizzle_spellings(value, expected):
 def test_l2_promotion_spellings(value, expected):
     plan = make_plan(l2_promotion=value)
     assert plan.l2_promotion_bytes == expected
-    assert plan.l2_promotion == tm._L2_PROMOTION[expected]
+    assert plan.l2_promotion == rules._L2_PROMOTION[expected]
 
 
 def test_nan_fill_for_floats():
@@ -753,7 +753,7 @@ def test_torch_bfloat16_tensor_is_duck_typed(fake_driver):
 
 def test_encode_failure_names_the_cuda_error_and_the_plan(fake_driver, monkeypatch):
     monkeypatch.setattr(
-        tm.driver,
+        driver,
         "cuTensorMapEncodeTiled",
         lambda *a: (driver.CUresult.CUDA_ERROR_INVALID_VALUE, None),
     )
@@ -782,7 +782,7 @@ def test_array_on_another_device_is_rejected(monkeypatch):
     _bindings_answer(monkeypatch)
     monkeypatch.setattr(drv, "current_device_id", lambda: 0)
     monkeypatch.setattr(
-        tm.driver, "cuPointerGetAttribute", lambda attr, ptr: (driver.CUresult.CUDA_SUCCESS, 1)
+        driver, "cuPointerGetAttribute", lambda attr, ptr: (driver.CUresult.CUDA_SUCCESS, 1)
     )
     monkeypatch.setattr(
         drv, "encode_tiled", lambda plan: pytest.fail("encoded an array of another device")
@@ -795,7 +795,7 @@ def test_pointer_that_is_not_device_memory_is_rejected(monkeypatch):
     _bindings_answer(monkeypatch)
     monkeypatch.setattr(drv, "current_device_id", lambda: 0)
     monkeypatch.setattr(
-        tm.driver,
+        driver,
         "cuPointerGetAttribute",
         lambda attr, ptr: (driver.CUresult.CUDA_ERROR_INVALID_VALUE, 0),
     )
@@ -815,7 +815,7 @@ def test_device_check_asks_for_the_device_ordinal(monkeypatch):
         return driver.CUresult.CUDA_SUCCESS, 0
 
     monkeypatch.setattr(drv, "current_device_id", lambda: 0)
-    monkeypatch.setattr(tm.driver, "cuPointerGetAttribute", get_attribute)
+    monkeypatch.setattr(driver, "cuPointerGetAttribute", get_attribute)
     drv.check_device(ADDR)
     assert seen == {
         "attr": driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,

@@ -10,7 +10,7 @@ from numba import cuda
 from numba.core.errors import TypingError
 
 from numba_tma import mbarrier, tma
-from numba_tma import tensormap_device as tmd
+from numba_tma.tensormap import device as tmd
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean, pinned_toolchain
 

@@ -1,15 +1,15 @@
-"""CPU-only tests of the tensor-map split: the pure rules (numba_tma.tensormap_rules) that tile
+"""CPU-only tests of the tensor-map split: the pure rules (numba_tma.tensormap.rules) that tile
 and im2col mode share report a bad argument identically, one rule per function; the driver side
-and the array description live apart, and numba_tma.tensormap keeps its old names."""
+and the array description live apart, and the numba_tma.tensormap package gathers the names."""
 
 import re
 
 import numpy as np
 import pytest
 
-from numba_tma import tensormap, tensormap_driver, tensormap_rules as rules
-from numba_tma.tensormap import plan_tensor_map
-from numba_tma.tensormap_im2col import plan_im2col_tensor_map
+from numba_tma import tensormap
+from numba_tma.tensormap import driver as drv, rules
+from numba_tma.tensormap import plan_im2col_tensor_map, plan_tensor_map
 
 ADDR = 0x7F00_0000_0000
 SHAPE = (2, 9, 16, 64)                  # NHWC: a valid shape for both modes
@@ -100,13 +100,15 @@ def test_layout_returns_what_the_rules_accepted():
     assert rules.check_layout((4, 8), None, 2, ADDR).box is None      # im2col passes no box
 
 
-def test_the_old_names_stay_importable_from_tensormap():
+def test_the_package_gathers_the_names():
     for name in tensormap.__all__:
         assert hasattr(tensormap, name), name
-    for name in ("describe_array", "dtype_name", "is_c_contiguous", "resolve_dtype",
-                 "TMA_DESC_WORDS", "_SWIZZLE", "_L2_PROMOTION", "_OOB_FILL"):
-        assert hasattr(tensormap, name), name
+    for name in ("TensorMap", "plan_tensor_map", "Im2colTensorMap", "plan_im2col_tensor_map",
+                 "describe_array", "dtype_name", "is_c_contiguous", "resolve_dtype",
+                 "TMA_DESC_WORDS", "device"):
+        assert name in tensormap.__all__, name
     from numba_tma.operands import describe_array
 
     assert tensormap.describe_array is describe_array
-    assert tensormap.TensorMap.__mro__[1] is tensormap_driver.Descriptor
+    assert tensormap.Im2colTensorMap.__mro__[1] is drv.Descriptor
+    assert tensormap.TensorMap.__mro__[1] is drv.Descriptor

@@ -4,8 +4,10 @@
 v6_persistent) are what ``numba_tma.transpose`` runs; the package ``gemm`` (built from parts:
 its docstring is the map) what ``numba_tma.matmul`` runs; ``reduce`` (``sum_axis0``),
 ``grouped_copy``, ``im2col`` and ``multicast_copy`` the other library kernels. ``_grid`` (grid
-limits and splitting, the transpose pair check), ``_descriptors`` and ``_configure`` are helpers
-for the package's kernels (the ladders' included). The seed ladders live in :mod:`numba_tma.ladders`.
+limits and splitting, the transpose pair check) is a helper for the package's kernels (the
+ladders' included); they take cached tensor maps from :mod:`numba_tma.tensormap.cache` and
+launch through :func:`numba_tma.launch.configure`. The seed ladders live in
+:mod:`numba_tma.ladders`.
 
 A family's functions share the module's name (``kernels.im2col.im2col``), so import them from
 the module; ``kernels.sum_axis0`` is the function.

@@ -25,10 +25,10 @@ import numpy as np
 from numba import cuda
 
 from .. import mbarrier, tma
-from .. import tensormap_device as tmd
 from .._device import require_hopper
+from ..launch import configure
 from ..tensormap import TensorMap, describe_array, plan_tensor_map, resolve_dtype
-from ._configure import configure
+from ..tensormap import device as tmd
 
 __all__ = ["grouped_copy", "WORKERS", "TILE_ROWS", "TILE_BYTES"]
 
@@ -147,7 +147,7 @@ def grouped_copy(srcs, dsts, *, via_shared=True):
     dtype, pairwise equal shapes, any shapes and row pitches TMA accepts: rows a multiple of
     16 bytes apart, innermost axis contiguous, 16-byte aligned addresses).
 
-    Descriptors are written on the device (``numba_tma.tensormap_device``); ``via_shared`` picks
+    Descriptors are written on the device (``numba_tma.tensormap.device``); ``via_shared`` picks
     the publication path (see the module docstring). Raises ``ValueError``/``TypeError`` naming the
     offending matrix before anything is launched.
     """

@@ -20,9 +20,9 @@ from numba import cuda
 
 from .. import mbarrier, tma
 from .._device import require_hopper
+from ..launch import configure
 from ..tensormap import describe_array, resolve_dtype
-from ..tensormap_im2col import IM2COL_CORNER_RANGE, Im2colTensorMap
-from ._configure import configure
+from ..tensormap.im2col import IM2COL_CORNER_RANGE, Im2colTensorMap
 
 __all__ = ["im2col", "conv2d_nhwc", "im2col_numpy", "conv2d_numpy", "load_im2col_model",
            "BLOCK_PIXELS", "THREADS"]

@@ -41,9 +41,8 @@ from numba import cuda
 
 from .. import cluster, mbarrier, smem, tma
 from .._device import require_hopper
-from ..launch import launch_cluster, plan_cluster_launch
+from ..launch import configure, launch_cluster, plan_cluster_launch
 from ..tensormap import TensorMap, describe_array, resolve_dtype
-from ._configure import configure
 
 __all__ = ["multicast_copy", "stream_panels", "stream_panels_reference", "CLUSTER_SIZES",
            "TILE_ROWS", "ROW_BYTES", "PANEL_COLS", "TILE_K", "STAGES", "CONSUMER_WARPS"]

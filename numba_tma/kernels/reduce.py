@@ -25,8 +25,8 @@ from numba import cuda, float32, uint64
 
 from .. import mbarrier, tma
 from .._device import require_hopper
+from ..launch import configure
 from ..tensormap import TensorMap, describe_array, dtype_name, is_c_contiguous
-from ._configure import configure
 
 __all__ = ["sum_axis0", "sum_axis0_launcher", "check_sum_axis0", "plan_grid",
            "THREADS", "STAGES", "TILE_BYTES"]

@@ -17,7 +17,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from ._configure import configure
+from ..launch import configure
 from ._grid import MAX_GRID_YZ, cdiv, check_pair, device_pointer, grid3
 
 __all__ = ["BEST", "v6_packed", "v6_persistent", "v6_config"]

@@ -17,7 +17,7 @@ module                seed      what
 ====================  ========  ============================================================
 
 Seed 001 (the TMA unit: tensor maps, modes, instruction families) has no ladder: it is what
-the intrinsics modules (``numba_tma.tma``, ``bulk``, ``mbarrier``, ``tensormap_device``) and the
+the intrinsics modules (``numba_tma.tma``, ``bulk``, ``mbarrier``, ``tensormap.device``) and the
 tensor-map planners implement. ``transpose_kernels()`` and ``matmul_kernels()`` list the
 ladders' launchers beside the shipped ones, labelled.
 

@@ -17,7 +17,7 @@ from numba import cuda
 
 from .. import mbarrier, swizzle as swz, tma
 from .._device import require_hopper
-from ..kernels._configure import configure
+from ..launch import configure
 from ..tensormap import TensorMap, describe_array, resolve_dtype
 
 TILE_ROWS = 32

@@ -70,7 +70,7 @@ from numba.cuda.extending import register_jitable
 # Absolute: the simulator tests load this file by path.
 from numba_tma._arrays import as_device
 from numba_tma._bridge import inline_device
-from numba_tma.kernels._configure import configure
+from numba_tma.launch import configure
 
 __all__ = ["Config", "CONFIGS", "DEFAULT_CONFIG", "LAYOUTS", "gemm_kernel", "launch_config",
            "simt_gemm", "flops"]

@@ -60,7 +60,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from ..kernels._configure import configure
+from ..launch import configure
 from ..kernels._grid import cdiv, check_pair, grid3
 from ..kernels.transpose_v6 import BEST, v6_packed, v6_persistent
 

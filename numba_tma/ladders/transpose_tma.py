@@ -35,8 +35,8 @@ from numba import cuda
 
 from .._bridge import inline_device
 from .. import fence, mbarrier, smem, swizzle, tma
-from ..kernels._configure import configure
-from ..kernels._descriptors import descriptor
+from ..launch import configure
+from ..tensormap.cache import descriptor
 from ..kernels._grid import MAX_GRID_YZ
 
 __all__ = ["LADDER", "tma_naive", "tma_swizzle128", "tma_batched", "tma_pipelined",

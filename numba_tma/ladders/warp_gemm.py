@@ -55,7 +55,7 @@ from numba.cuda.extending import register_jitable
 from .._bridge import inline_device
 from .. import warp
 from .._arrays import as_device
-from ..kernels._configure import configure
+from ..launch import configure
 
 __all__ = ["KMAX", "gemm_16x16", "LADDER", "KERNELS", "gemm16_smem", "gemm16_padded",
            "gemm16_ldmatrix", "gemm16_swizzle", "swizzle_half", "swizzle_word", "seed_swizzle",

@@ -23,7 +23,7 @@ from numba import cuda
 
 from .._bridge import inline_device
 from .. import fence, wgmma
-from ..kernels._configure import configure
+from ..launch import configure
 
 __all__ = ["probe_kernel", "probe_signature", "run_probe", "KINDS", "FP8_KINDS"]
 

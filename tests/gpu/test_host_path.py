@@ -466,7 +466,8 @@ def test_every_launch_cache_is_keyed_by_the_context(monkeypatch):
     import importlib
 
     from numba_tma import launch as launch_module
-    from numba_tma.kernels import _descriptors
+    from numba_tma.launch import direct as launch_direct, streams as launch_streams
+    from numba_tma.tensormap import cache as tensormap_cache
 
     mm = importlib.import_module("numba_tma.matmul_api")
     tr = importlib.import_module("numba_tma.transpose_api")
@@ -479,7 +480,7 @@ def test_every_launch_cache_is_keyed_by_the_context(monkeypatch):
     numba_tma.transpose(x, xt)
     real = launch_module.context_id()
     fake = lambda: real + (1 << 40)                              # noqa: E731
-    for module in (launch_module, mm, tr, _descriptors):
+    for module in (launch_module, launch_streams, launch_direct, mm, tr, tensormap_cache):
         if hasattr(module, "context_id"):
             monkeypatch.setattr(module, "context_id", fake)
     monkeypatch.setattr(launch_module, "context_id", fake)

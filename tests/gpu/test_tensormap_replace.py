@@ -10,7 +10,7 @@ from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, box_model, random_array
 from numba_tma import TensorMap, mbarrier, tma
-from numba_tma import tensormap_device as tmd
+from numba_tma.tensormap import device as tmd
 from numba_tma.kernels.grouped_copy import grouped_copy
 
 BOX = (8, 32)                       # the original map's box: 8 rows of 32 float32

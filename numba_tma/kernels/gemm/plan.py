@@ -16,7 +16,7 @@ import numpy as np
 from numba import cuda, types
 
 from ...launch import DirectKernel, context_id
-from .._descriptors import descriptor_map, retarget
+from ...tensormap.cache import descriptor_map, retarget
 from .choose import SHIPPED_CONFIGS
 from .config import SLAB_ROWS, KernelSpec, smem_bytes
 from .epilogue import box_columns

@@ -21,8 +21,8 @@ pixels, ``E + 2p - K + 1`` of them at stride 1.
 Every rule ``cuTensorMapEncodeIm2col`` documents is checked before the driver sees the arguments
 (:func:`plan_im2col_tensor_map`, no GPU needed); the rules shared with tile mode (dtype, address,
 shape, strides, element strides, interleave, swizzle, L2 promotion, OOB fill) are
-:func:`numba_tma.tensormap_rules.check_layout`'s, so both modes report them identically.
-Only tile-mode maps can be modified on the device (``numba_tma.tensormap_device``).
+:func:`numba_tma.tensormap.rules.check_layout`'s, so both modes report them identically.
+Only tile-mode maps can be modified on the device (``numba_tma.tensormap.device``).
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from typing import Any
 
 from cuda.bindings import driver
 
-from . import tensormap_driver as _drv
-from .tensormap import _array_layout
-from .tensormap_driver import Descriptor
-from .tensormap_rules import (
+from . import driver as _drv
+from .driver import Descriptor
+from .rules import (
     _L2_PROMOTION,
     _OOB_FILL,
     _SWIZZLE,
@@ -47,6 +46,7 @@ from .tensormap_rules import (
     check_row_bytes,
     fmt_bytes_option,
 )
+from .tile import _array_layout
 
 __all__ = [
     "Im2colTensorMap",

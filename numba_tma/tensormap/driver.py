@@ -1,6 +1,6 @@
 """The driver side of tensor maps: the device check, ``cuTensorMapEncode*``, and the upload.
 
-What runs only once :mod:`numba_tma.tensormap_rules` has accepted every argument: the array's
+What runs only once :mod:`numba_tma.tensormap.rules` has accepted every argument: the array's
 address is asked for its device (it must be numba's current one), the plan is encoded by the
 driver, and its 128 bytes are copied into a device allocation (``cudaMalloc``'d, so at least
 64-byte aligned, as TMA requires), which is what a kernel receives. :class:`Descriptor` is the
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver
 
-from .tensormap_rules import _OOB_FILL, TMA_DESC_ALIGN
+from .rules import _OOB_FILL, TMA_DESC_ALIGN
 
 __all__ = ["Descriptor", "check_device", "encode_tiled", "encode_im2col", "upload",
            "store_descriptor"]
@@ -31,11 +31,11 @@ def check_device(address: int) -> None:
     try:
         current = current_device_id()
     except Exception:  # no driver or device: NoGPUError, in one line
-        from ._device import no_gpu_error
+        from .._device import no_gpu_error
 
         raise no_gpu_error("a TensorMap") from None
     try:
-        from .operands import device_ordinal  # libcuda's answer (the bindings' is wrong)
+        from ..operands import device_ordinal  # libcuda's answer (the bindings' is wrong)
 
         err, ordinal = device_ordinal(address)
         err = driver.CUresult(err)
@@ -72,7 +72,7 @@ def encode_tiled(plan) -> list[int]:
 
 def encode_im2col(plan) -> list[int]:
     """The 16 words ``cuTensorMapEncodeIm2col`` makes of an
-    :class:`~numba_tma.tensormap_im2col.Im2colPlan`."""
+    :class:`~numba_tma.tensormap.im2col.Im2colPlan`."""
     return _encode(driver.cuTensorMapEncodeIm2col, "cuTensorMapEncodeIm2col", plan)
 
 

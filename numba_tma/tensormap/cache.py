@@ -1,4 +1,4 @@
-"""Tensor-map descriptors for the kernel launchers, cached by what they encode.
+"""Tile-mode tensor maps for the library's kernel launchers, cached by what they encode.
 
 A descriptor holds only the address, shape, strides, dtype and box, not a reference to the array,
 so one encoded for an (address, layout) pair stays valid for any array with that layout at that
@@ -10,7 +10,9 @@ import collections
 import threading
 from typing import Any, NamedTuple
 
-from ..tensormap import TensorMap
+from .tile import TensorMap
+
+__all__ = ["CACHE_SIZE", "Encoded", "descriptor", "descriptor_map", "retarget"]
 
 CACHE_SIZE = 256
 

@@ -3,7 +3,7 @@
 Every rule ``cuTensorMapEncodeTiled`` and ``cuTensorMapEncodeIm2col`` document (and the ones
 measured on the H100), one function per rule, each raising a ``TypeError``/``ValueError`` that
 names the argument and shows its numbers. Both planners (:func:`numba_tma.tensormap.plan_tensor_map`
-for tile mode, :func:`numba_tma.tensormap_im2col.plan_im2col_tensor_map` for im2col mode) check
+for tile mode, :func:`numba_tma.tensormap.im2col.plan_im2col_tensor_map` for im2col mode) check
 the rules they share (data type, address, extents, strides, element strides, swizzle,
 interleave, L2 promotion, OOB fill) through :func:`check_layout`, in one order, so both modes
 report a bad argument identically; the box rules are tile mode's own.

@@ -1,6 +1,9 @@
 """The library's own kernel launches through numba's launch syntax, kept quiet about grid sizes
 the library chose (importable under the CUDA simulator: no driver API here)."""
 
+__all__ = ["configure"]
+
+
 def configure(kernel, grid, block, *stream_and_shared_mem):
     """``kernel[grid, block, ...]`` (the same 2 to 4 values) without numba's low-occupancy warning: the
     library sizes its own grids (a small problem gets a small grid by design), and a

@@ -5,8 +5,8 @@ PTX ISA: "Data Movement and Conversion Instructions: tensormap.replace", "membar
 (``fence.proxy.tensormap::generic``) and "tensormap.cp_fenceproxy". CUDA Programming Guide:
 "Encoding a Tensor Map on Device" / "Usage of a Modified Tensor Map".
 
-The module is named after its PTX twin ``ptx/tensormap.cu``; ``numba_tma.tensormap`` is already
-the host-side encoder, and ``tmap`` is what everyone names a descriptor variable.
+The device half of :mod:`numba_tma.tensormap` (whose other modules encode maps on the host),
+the twin of ``ptx/tensormap.cu``; import it as ``from numba_tma.tensormap import device as tmd``.
 
 ``desc`` is a 16-word ``uint64`` array holding a tile-mode descriptor: a ``TensorMap`` (global
 memory) or a ``cuda.shared.array(16, np.uint64, alignment=128)`` copy of one. Only tile-mode
@@ -26,10 +26,10 @@ The protocol (CUTLASS ``cute/arch/copy_sm90_desc.hpp``; CUDA Programming Guide):
        if lane < 16: sdesc[lane] = template[lane]          # ordinary copy of a valid descriptor
        cuda.syncwarp()
        if lane == 0:
-           tensormap_device.replace_global_address(sdesc, ptr, space="shared")
-           tensormap_device.replace_global_dim(sdesc, 0, cols, space="shared")
+           tmd.replace_global_address(sdesc, ptr, space="shared")
+           tmd.replace_global_dim(sdesc, 0, cols, space="shared")
        cuda.syncwarp()
-       tensormap_device.cp_fence_release(gdesc, sdesc)       # the whole warp: copy + release
+       tmd.cp_fence_release(gdesc, sdesc)       # the whole warp: copy + release
 
 2. In global memory directly: one thread writes the fields (``tensormap.replace``, or ordinary
    stores of a template first), then ``fence_release()``.
@@ -47,7 +47,7 @@ from numba import types
 from numba.core import errors
 from numba.cuda.extending import intrinsic, overload
 
-from ._bridge import address_of, declare, host_call, literal_int, require_array, require_int
+from .._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 
 __all__ = ["replace_global_address", "replace_rank", "replace_box_dim", "replace_global_dim",
            "replace_global_stride", "replace_element_stride", "replace_elemtype",
@@ -182,7 +182,7 @@ def replace_global_address(desc, address, space="generic"):
     (sm_90a). SASS: see ``tests/test_tensormap_device_sass.py``. Issued by: one thread.
     ``address`` may be an integer or a device array (its first element's address).
     """
-    host_call("tensormap_device.replace_global_address")
+    host_call("tensormap.device.replace_global_address")
 
 
 def replace_rank(desc, rank, space="generic"):
@@ -190,7 +190,7 @@ def replace_rank(desc, rank, space="generic"):
 
     PTX: ``tensormap.replace.tile.rank{.ss}.b1024.b32 [desc], rank - 1;`` Issued by: one thread.
     """
-    host_call("tensormap_device.replace_rank")
+    host_call("tensormap.device.replace_rank")
 
 
 def replace_box_dim(desc, dim, value, space="generic"):
@@ -199,7 +199,7 @@ def replace_box_dim(desc, dim, value, space="generic"):
     PTX: ``tensormap.replace.tile.box_dim{.ss}.b1024.b32 [desc], dim, value;``. The transaction
     count a load delivers changes with it.
     """
-    host_call("tensormap_device.replace_box_dim")
+    host_call("tensormap.device.replace_box_dim")
 
 
 def replace_global_dim(desc, dim, value, space="generic"):
@@ -208,7 +208,7 @@ def replace_global_dim(desc, dim, value, space="generic"):
     PTX: ``tensormap.replace.tile.global_dim{.ss}.b1024.b32 [desc], dim, value;`` (the field is
     32 bits: 2^32 itself cannot be written).
     """
-    host_call("tensormap_device.replace_global_dim")
+    host_call("tensormap.device.replace_global_dim")
 
 
 def replace_global_stride(desc, dim, nbytes, space="generic"):
@@ -219,7 +219,7 @@ def replace_global_stride(desc, dim, nbytes, space="generic"):
     in bytes with CUDA >= 12.5 toolchains (numba-cuda links with 13.x); CUTLASS shifts it right by
     4 only for older ones.
     """
-    host_call("tensormap_device.replace_global_stride")
+    host_call("tensormap.device.replace_global_stride")
 
 
 def replace_element_stride(desc, dim, value, space="generic"):
@@ -227,32 +227,32 @@ def replace_element_stride(desc, dim, value, space="generic"):
 
     PTX: ``tensormap.replace.tile.element_stride{.ss}.b1024.b32 [desc], dim, value;``
     """
-    host_call("tensormap_device.replace_element_stride")
+    host_call("tensormap.device.replace_element_stride")
 
 
 def replace_elemtype(desc, code, space="generic"):
     """Set the element type; ``code`` is a constant from ``ELEMTYPE`` (PTX table values 0..12,
     not the driver's enum). PTX: ``tensormap.replace.tile.elemtype{.ss}.b1024.b32 [desc], code;``
     """
-    host_call("tensormap_device.replace_elemtype")
+    host_call("tensormap.device.replace_elemtype")
 
 
 def replace_interleave_layout(desc, code, space="generic"):
     """Set the interleave: ``code`` 0 none, 1 16B, 2 32B (a constant).
     PTX: ``tensormap.replace.tile.interleave_layout{.ss}.b1024.b32 [desc], code;``"""
-    host_call("tensormap_device.replace_interleave_layout")
+    host_call("tensormap.device.replace_interleave_layout")
 
 
 def replace_swizzle_mode(desc, code, space="generic"):
     """Set the swizzle: ``code`` 0 none, 1 32B, 2 64B, 3 128B (a constant).
     PTX: ``tensormap.replace.tile.swizzle_mode{.ss}.b1024.b32 [desc], code;``"""
-    host_call("tensormap_device.replace_swizzle_mode")
+    host_call("tensormap.device.replace_swizzle_mode")
 
 
 def replace_fill_mode(desc, code, space="generic"):
     """Set the out-of-bounds fill: ``code`` 0 zeros, 1 OOB-NaN (a constant).
     PTX: ``tensormap.replace.tile.fill_mode{.ss}.b1024.b32 [desc], code;``"""
-    host_call("tensormap_device.replace_fill_mode")
+    host_call("tensormap.device.replace_fill_mode")
 
 
 def fence_release(scope="gpu"):
@@ -261,7 +261,7 @@ def fence_release(scope="gpu"):
     PTX: ``fence.proxy.tensormap::generic.release.{cta,cluster,gpu,sys};`` (sm_90). Issued by: the
     thread that ran ``tensormap.replace`` (or stored the words) on a global descriptor.
     """
-    host_call("tensormap_device.fence_release")
+    host_call("tensormap.device.fence_release")
 
 
 def fence_acquire(desc, scope="gpu"):
@@ -272,7 +272,7 @@ def fence_acquire(desc, scope="gpu"):
     an earlier kernel); the block's other threads may use it after a block barrier. ``scope``
     must cover the modifying thread (``"gpu"`` on one device, ``"sys"`` across devices).
     """
-    host_call("tensormap_device.fence_acquire")
+    host_call("tensormap.device.fence_acquire")
 
 
 def cp_fence_release(gdesc, sdesc, scope="gpu"):
@@ -283,7 +283,7 @@ def cp_fence_release(gdesc, sdesc, scope="gpu"):
     same operands (``.sync.aligned``); ``cuda.syncwarp()`` after the lane that modified ``sdesc``.
     Both descriptors 128-byte aligned. Consumers still ``fence_acquire(gdesc)``.
     """
-    host_call("tensormap_device.cp_fence_release")
+    host_call("tensormap.device.cp_fence_release")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,7 +300,7 @@ def _address_arg(fname, address):
 
 @overload(replace_global_address, prefer_literal=True)
 def _ov_global_address(desc, address, space="generic"):
-    fname = "tensormap_device.replace_global_address"
+    fname = "tensormap.device.replace_global_address"
     _desc(fname, desc)
     fn = _global_address[_space(fname, space)]
     if _address_arg(fname, address):
@@ -314,7 +314,7 @@ def _ov_global_address(desc, address, space="generic"):
 
 @overload(replace_rank, prefer_literal=True)
 def _ov_rank(desc, rank, space="generic"):
-    fname = "tensormap_device.replace_rank"
+    fname = "tensormap.device.replace_rank"
     _desc(fname, desc)
     fn = _rank[_space(fname, space)]
     if isinstance(rank, types.IntegerLiteral):
@@ -332,28 +332,28 @@ def _ov_field2(fname, table, desc, dim, value, space, hi):
 
 @overload(replace_box_dim, prefer_literal=True)
 def _ov_box_dim(desc, dim, value, space="generic"):
-    fn = _ov_field2("tensormap_device.replace_box_dim", _box_dim, desc, dim, value, space,
+    fn = _ov_field2("tensormap.device.replace_box_dim", _box_dim, desc, dim, value, space,
                     MAX_RANK - 1)
     return lambda desc, dim, value, space="generic": fn(address_of(desc), _u32_of(value))
 
 
 @overload(replace_global_dim, prefer_literal=True)
 def _ov_global_dim(desc, dim, value, space="generic"):
-    fn = _ov_field2("tensormap_device.replace_global_dim", _global_dim, desc, dim, value, space,
+    fn = _ov_field2("tensormap.device.replace_global_dim", _global_dim, desc, dim, value, space,
                     MAX_RANK - 1)
     return lambda desc, dim, value, space="generic": fn(address_of(desc), _u32_of(value))
 
 
 @overload(replace_element_stride, prefer_literal=True)
 def _ov_element_stride(desc, dim, value, space="generic"):
-    fn = _ov_field2("tensormap_device.replace_element_stride", _element_stride, desc, dim, value,
+    fn = _ov_field2("tensormap.device.replace_element_stride", _element_stride, desc, dim, value,
                     space, MAX_RANK - 1)
     return lambda desc, dim, value, space="generic": fn(address_of(desc), _u32_of(value))
 
 
 @overload(replace_global_stride, prefer_literal=True)
 def _ov_global_stride(desc, dim, nbytes, space="generic"):
-    fn = _ov_field2("tensormap_device.replace_global_stride", _global_stride, desc, dim, nbytes,
+    fn = _ov_field2("tensormap.device.replace_global_stride", _global_stride, desc, dim, nbytes,
                     space, MAX_RANK - 2)
     return lambda desc, dim, nbytes, space="generic": fn(address_of(desc), _u64_of(nbytes))
 
@@ -367,33 +367,33 @@ def _ov_field3(fname, table, desc, code, space):
 
 @overload(replace_elemtype, prefer_literal=True)
 def _ov_elemtype(desc, code, space="generic"):
-    return _ov_field3("tensormap_device.replace_elemtype", _elemtype, desc, code, space)
+    return _ov_field3("tensormap.device.replace_elemtype", _elemtype, desc, code, space)
 
 
 @overload(replace_interleave_layout, prefer_literal=True)
 def _ov_interleave(desc, code, space="generic"):
-    return _ov_field3("tensormap_device.replace_interleave_layout", _interleave, desc, code, space)
+    return _ov_field3("tensormap.device.replace_interleave_layout", _interleave, desc, code, space)
 
 
 @overload(replace_swizzle_mode, prefer_literal=True)
 def _ov_swizzle(desc, code, space="generic"):
-    return _ov_field3("tensormap_device.replace_swizzle_mode", _swizzle, desc, code, space)
+    return _ov_field3("tensormap.device.replace_swizzle_mode", _swizzle, desc, code, space)
 
 
 @overload(replace_fill_mode, prefer_literal=True)
 def _ov_fill(desc, code, space="generic"):
-    return _ov_field3("tensormap_device.replace_fill_mode", _fill, desc, code, space)
+    return _ov_field3("tensormap.device.replace_fill_mode", _fill, desc, code, space)
 
 
 @overload(fence_release, prefer_literal=True)
 def _ov_fence_release(scope="gpu"):
-    fn = _release[_scope("tensormap_device.fence_release", scope)]
+    fn = _release[_scope("tensormap.device.fence_release", scope)]
     return lambda scope="gpu": fn()
 
 
 @overload(fence_acquire, prefer_literal=True)
 def _ov_fence_acquire(desc, scope="gpu"):
-    fname = "tensormap_device.fence_acquire"
+    fname = "tensormap.device.fence_acquire"
     _desc(fname, desc)
     fn = _acquire[_scope(fname, scope)]
     return lambda desc, scope="gpu": fn(address_of(desc))
@@ -401,7 +401,7 @@ def _ov_fence_acquire(desc, scope="gpu"):
 
 @overload(cp_fence_release, prefer_literal=True)
 def _ov_cp_fence_release(gdesc, sdesc, scope="gpu"):
-    fname = "tensormap_device.cp_fence_release"
+    fname = "tensormap.device.cp_fence_release"
     require_array(fname, "gdesc", gdesc, dtypes=_DESC_DTYPES)
     require_array(fname, "sdesc", sdesc, dtypes=_DESC_DTYPES)
     fn = _cp_release[_scope(fname, scope)]

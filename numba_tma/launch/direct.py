@@ -1,506 +1,24 @@
-"""Launch-side helpers numba-cuda lacks: dynamic shared memory beyond the default 48 KB,
-thread-block cluster launches (sm_90) through ``cuLaunchKernelEx``, and launches from raw
-pointers without numba's per-call argument typing (:class:`DirectKernel`)."""
+"""Direct launches: a kernel compiled once (or its cubin loaded from the disk cache,
+:mod:`numba_tma.kernel_cache`) and launched from raw pointers without numba's per-call argument
+typing (:class:`DirectKernel`), and a launch whose parameter words are packed once
+(:class:`PreparedLaunch`)."""
 
+import ctypes
+import dataclasses
+import functools
+import math
+import threading
+
+import numpy as np
 from numba import cuda
+from cuda.bindings import driver as _cudrv
 
-__all__ = ["DEFAULT_DYNAMIC_SHARED", "max_dynamic_shared", "reserve_dynamic_shared"]
+from .clusters import MAX_PORTABLE_CLUSTER_SIZE, _dim3, launch_cluster, plan_cluster_launch
+from .driver_calls import _check, _function_handle, _launch_config, _PlainLaunch, pack_kernel_args
+from .shared_memory import _check_dynamic_shared
+from .streams import _core_stream, context_id, numba_stream, stream_handle
 
-# Without an opt-in, a block gets at most 48 KB of dynamic shared memory.
-DEFAULT_DYNAMIC_SHARED = 48 * 1024
-
-
-def max_dynamic_shared():
-    """Bytes of shared memory a block of the current device may opt in to (227 KB on the H100)."""
-    from numba.cuda.cudadrv.driver import binding, driver   # absent under the simulator
-
-    dev = cuda.get_current_device()
-    attr = binding.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-    return int(driver.cuDeviceGetAttribute(attr, dev.id))
-
-
-def _check_dynamic_shared(nbytes, static):
-    """ValueError naming ``nbytes`` when it and ``static`` bytes exceed the opt-in limit."""
-    limit = max_dynamic_shared()
-    if nbytes + static > limit:
-        raise ValueError(f"nbytes = {nbytes} of dynamic shared memory plus {static} static is more "
-                         f"than the {limit} bytes a block may use on this device")
-
-
-def reserve_dynamic_shared(kernel, signature, nbytes):
-    """Compile ``kernel`` for ``signature`` and allow launches with ``nbytes`` of dynamic shared
-    memory, so ``kernel[grid, block, stream, nbytes](...)`` may exceed 48 KB.
-
-    ``signature`` is a numba signature or string ("void(uint64[::1], int64)"); the launch's
-    arguments must type to it. Raises ValueError naming ``nbytes`` above the device's opt-in limit.
-    """
-    from numba.cuda.cudadrv.driver import binding, driver
-
-    compiled = kernel.compile(signature)
-    cufunc = compiled._codelibrary.get_cufunc()
-    _check_dynamic_shared(nbytes, cufunc.attrs.shared)
-    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cuda.get_current_device().id)
-    return compiled
-
-
-# ---------------------------------------------------------------------------------------------
-# Thread-block cluster launches
-
-import collections  # noqa: E402
-import ctypes  # noqa: E402
-import functools  # noqa: E402
-import dataclasses  # noqa: E402
-import math  # noqa: E402
-import operator  # noqa: E402
-import threading  # noqa: E402
-
-import numpy as np  # noqa: E402
-from cuda.bindings import driver as _cudrv  # noqa: E402
-
-__all__ += ["ClusterLaunch", "plan_cluster_launch", "launch_cluster", "cluster_launch",
-            "max_active_clusters", "pack_kernel_args", "CLUSTER_MIN_CC", "MAX_PORTABLE_CLUSTER_SIZE",
-            "MAX_NONPORTABLE_CLUSTER_SIZE"]
-
-#: Clusters exist from Hopper on.
-CLUSTER_MIN_CC = (9, 0)
-#: CTAs per cluster that every sm_90 device launches.
-MAX_PORTABLE_CLUSTER_SIZE = 8
-#: CTAs per cluster an H100 accepts once the kernel opts in (CU_FUNC_ATTRIBUTE_NON_PORTABLE_...).
-MAX_NONPORTABLE_CLUSTER_SIZE = 16
-MAX_BLOCK_THREADS = 1024
-MAX_BLOCK_DIM = (1024, 1024, 64)
-MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
-_AXES = "xyz"
-
-
-def _dim3(name, value):
-    """``value`` (an int or a tuple of 1 to 3 ints) as a 3-tuple of positive ints."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    try:
-        dims = (operator.index(value),)
-    except TypeError:
-        if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 3:
-            raise TypeError(f"{name} must be an int or a tuple of 1 to 3 ints, got {value!r}") \
-                from None
-        try:
-            if any(isinstance(v, bool) for v in value):
-                raise TypeError
-            dims = tuple(operator.index(v) for v in value)
-        except TypeError:
-            raise TypeError(f"{name} must be an int or a tuple of 1 to 3 ints, got {value!r}") \
-                from None
-    dims = dims + (1,) * (3 - len(dims))
-    for axis, d in zip(_AXES, dims):
-        if d < 1:
-            raise ValueError(f"{name} = {dims} must be >= 1 along every axis; {axis} is {d}")
-    return dims
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterLaunch:
-    """A validated cluster launch configuration; ``grid`` counts blocks (not clusters)."""
-    grid: tuple
-    block: tuple
-    cluster: tuple
-    shared_mem: int
-    non_portable: bool
-
-    @property
-    def cluster_size(self):
-        return math.prod(self.cluster)
-
-    @property
-    def num_clusters(self):
-        return math.prod(g // c for g, c in zip(self.grid, self.cluster))
-
-
-def plan_cluster_launch(grid, block, cluster, *, shared_mem=0, non_portable=False):
-    """Check a cluster launch's shape without a GPU; returns a :class:`ClusterLaunch`.
-
-    ``grid`` is in blocks, as for ``kernel[grid, block]`` and ``cudaLaunchKernelEx``; each of its
-    axes must be a multiple of ``cluster``'s. A cluster of more than 8 CTAs is not portable:
-    it needs ``non_portable=True`` (the kernel then opts in to
-    ``CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED``; the H100 takes up to 16 CTAs, and
-    only if that many fit on one GPC with the kernel's shared memory and registers).
-    Raises TypeError/ValueError naming the argument, with the numbers.
-    """
-    grid = _dim3("grid", grid)
-    block = _dim3("block", block)
-    cluster = _dim3("cluster", cluster)
-    for axis, g, lim in zip(_AXES, grid, MAX_GRID_DIM):
-        if g > lim:
-            raise ValueError(f"grid = {grid}: {axis} = {g} exceeds the device limit {lim}")
-    for axis, b, lim in zip(_AXES, block, MAX_BLOCK_DIM):
-        if b > lim:
-            raise ValueError(f"block = {block}: {axis} = {b} exceeds the device limit {lim}")
-    if math.prod(block) > MAX_BLOCK_THREADS:
-        raise ValueError(f"block = {block} has {math.prod(block)} threads; a block holds at most "
-                         f"{MAX_BLOCK_THREADS}")
-    for axis, g, c in zip(_AXES, grid, cluster):
-        if g % c:
-            raise ValueError(f"grid = {grid} (in blocks) is not a multiple of cluster = {cluster}: "
-                             f"along {axis}, {g} % {c} = {g % c}; round grid.{axis} up to "
-                             f"{-(-g // c) * c}")
-    size = math.prod(cluster)
-    if not isinstance(non_portable, bool):
-        raise TypeError(f"non_portable must be True or False, got {non_portable!r}")
-    if size > MAX_NONPORTABLE_CLUSTER_SIZE:
-        raise ValueError(f"cluster = {cluster} has {size} CTAs; sm_90 clusters hold at most "
-                         f"{MAX_NONPORTABLE_CLUSTER_SIZE} (and {MAX_PORTABLE_CLUSTER_SIZE} "
-                         f"portably)")
-    if size > MAX_PORTABLE_CLUSTER_SIZE and not non_portable:
-        raise ValueError(f"cluster = {cluster} has {size} CTAs, more than the portable "
-                         f"{MAX_PORTABLE_CLUSTER_SIZE}; pass non_portable=True to opt in (the "
-                         f"H100 runs up to {MAX_NONPORTABLE_CLUSTER_SIZE} when they fit on a GPC)")
-    try:
-        shared_mem = operator.index(shared_mem)
-    except TypeError:
-        raise TypeError(f"shared_mem must be an int (bytes of dynamic shared memory per block), "
-                        f"got {shared_mem!r}") from None
-    if shared_mem < 0:
-        raise ValueError(f"shared_mem = {shared_mem} must be >= 0")
-    return ClusterLaunch(grid, block, cluster, shared_mem, non_portable)
-
-
-def _check(result, what):
-    err = result[0] if isinstance(result, tuple) else result
-    if err != _cudrv.CUresult.CUDA_SUCCESS:
-        name = getattr(err, "name", str(err))
-        raise RuntimeError(f"{what} failed: {name}")
-    if isinstance(result, tuple):
-        return result[1] if len(result) == 2 else result[1:]
-    return None
-
-
-def _require_cluster_device():
-    cc = tuple(cuda.get_current_device().compute_capability)
-    if cc < CLUSTER_MIN_CC:
-        raise ValueError(f"cluster: thread-block clusters need compute capability "
-                         f"{CLUSTER_MIN_CC[0]}.{CLUSTER_MIN_CC[1]} or newer; this GPU is "
-                         f"{cc[0]}.{cc[1]}")
-
-
-def _check_kernel_args(kernel, args):
-    if not hasattr(kernel, "overloads") or not hasattr(kernel, "typeof_pyval"):
-        raise TypeError(f"kernel must be a @cuda.jit kernel (a numba CUDA dispatcher), got "
-                        f"{type(kernel).__name__}")
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"args must be a tuple of the kernel's arguments, got "
-                        f"{type(args).__name__}")
-
-
-def _compiled_kernel(kernel, args):
-    """The dispatcher's compiled kernel for ``args``, compiled (and bound) on first use."""
-    if getattr(kernel, "specialized", False):
-        compiled = next(iter(kernel.overloads.values()))
-    else:
-        argtypes = tuple(kernel.typeof_pyval(a) for a in args)
-        compiled = kernel.overloads.get(argtypes)
-        if compiled is None:
-            if not getattr(kernel, "_can_compile", True):
-                sigs = ", ".join(str(s) for s in kernel.overloads) or "none"
-                raise TypeError(f"args: the kernel was compiled for {sigs} only, not for "
-                                f"{argtypes}")
-            compiled = kernel.compile(argtypes)
-    if len(args) != len(compiled.argument_types):
-        raise TypeError(f"args: the kernel takes {len(compiled.argument_types)} arguments, "
-                        f"got {len(args)}")
-    compiled.bind()
-    return compiled
-
-
-def _function_handle(compiled):
-    """A CUfunction of ``compiled`` in the current context (numba loads kernels as CUkernels)."""
-    handle = compiled._codelibrary.get_cufunc().handle
-    if isinstance(handle, _cudrv.CUkernel):
-        return _check(_cudrv.cuKernelGetFunction(handle), "cuKernelGetFunction")
-    if isinstance(handle, _cudrv.CUfunction):
-        return handle
-    return _cudrv.CUfunction(int(handle))
-
-
-def _allow_non_portable(func):
-    attr = _cudrv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-    _check(_cudrv.cuFuncSetAttribute(func, attr, 1),
-           "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
-
-
-def _launch_config(plan, stream_handle, cooperative=False, dependent=False):
-    """The ``CUlaunchConfig`` of ``plan`` (a :class:`ClusterLaunch`, or one whose ``cluster`` is
-    None: no cluster attribute) on a stream; ``dependent`` adds programmatic stream
-    serialization (:mod:`numba_tma.griddep`)."""
-    config = _cudrv.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = plan.grid
-    config.blockDimX, config.blockDimY, config.blockDimZ = plan.block
-    config.sharedMemBytes = plan.shared_mem
-    config.hStream = _cudrv.CUstream(stream_handle)
-    attrs = []
-    if plan.cluster is not None:
-        attr = _cudrv.CUlaunchAttribute()
-        attr.id = _cudrv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = plan.cluster
-        attrs.append(attr)
-    if dependent:   # may start before the kernel ahead of it ends: it calls griddep.wait()
-        pdl = _cudrv.CUlaunchAttribute()
-        pdl.id = _cudrv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        pdl.value.programmaticStreamSerializationAllowed = 1
-        attrs.append(pdl)
-    if cooperative:  # a kernel using grid.sync() (numba links cudadevrt and marks it)
-        coop = _cudrv.CUlaunchAttribute()
-        coop.id = _cudrv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
-        coop.value.cooperative = 1
-        attrs.append(coop)
-    config.attrs = attrs
-    config.numAttrs = len(attrs)
-    return config
-
-
-def _core_stream(stream):
-    """The stream as numba's own launch path carries it (a cuda.core Stream) and its handle."""
-    from numba.cuda.cudadrv import driver as numba_driver
-
-    to_core = getattr(numba_driver, "_to_core_stream", None)
-    if to_core is not None:
-        core = to_core(stream)
-        return core, int(core.handle)
-    # Older numba-cuda: numba Streams and 0.
-    if not stream:
-        return 0, 0
-    return stream, int(stream.handle or 0)
-
-
-def pack_kernel_args(kernelargs):
-    """The ``void*[]`` block ``cuLaunchKernelEx`` takes, for the values numba's ``_prepare_args``
-    produced, packed as cuda.core's launch packs them (numba's own path): Python ints (array
-    fields, pointers) as intptr_t, bools as one byte, floats as double, ctypes and numpy scalars
-    as themselves.
-
-    Returns ``(address, keepalive)``: keep ``keepalive`` until the launch call returned (the
-    driver copies the parameters during the call).
-    """
-    try:
-        from cuda.core._kernel_arg_handler import ParamHolder
-    except ImportError:  # another cuda.core layout: the same rules, in ctypes
-        return pack_kernel_args_ctypes(kernelargs)
-    holder = ParamHolder(list(kernelargs))
-    return holder.ptr, holder
-
-
-def pack_kernel_args_ctypes(kernelargs):
-    """:func:`pack_kernel_args` in plain ctypes (the fallback; same layout as cuda.core's)."""
-    values = []
-    for i, arg in enumerate(kernelargs):
-        if isinstance(arg, bool):         # cuda.core packs a bool as one byte
-            values.append(ctypes.c_bool(arg))
-        elif isinstance(arg, int):
-            values.append(ctypes.c_ssize_t(arg))
-        elif isinstance(arg, float):
-            values.append(ctypes.c_double(arg))
-        elif isinstance(arg, ctypes._SimpleCData):
-            values.append(arg)
-        elif isinstance(arg, np.generic) and arg.dtype.kind in "biuf" and arg.itemsize <= 8:
-            # numpy scalars by their own width (float16 as its bits), as cuda.core does.
-            bits = arg.view(f"u{arg.itemsize}") if arg.dtype.kind == "f" else arg
-            ctype = np.ctypeslib.as_ctypes_type(arg.dtype if arg.dtype.kind != "f" or
-                                                arg.itemsize != 2 else np.uint16)
-            values.append(ctype(bits.item() if arg.itemsize == 2 and arg.dtype.kind == "f"
-                                else arg.item()))
-        else:
-            raise TypeError(f"args: kernel parameter word {i} has unsupported type "
-                            f"{type(arg).__name__}")
-    if not values:
-        return 0, None
-    ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    return ctypes.addressof(ptrs), (ptrs, values)
-
-
-def _prepare_cluster(kernel, args, grid, block, cluster, shared_mem, non_portable):
-    """Checks (before any driver call), then the compiled kernel and its function handle,
-    opted in to non-portable cluster sizes when the plan needs them."""
-    plan = plan_cluster_launch(grid, block, cluster, shared_mem=shared_mem,
-                               non_portable=non_portable)
-    _check_kernel_args(kernel, args)
-    _require_cluster_device()
-    compiled = _compiled_kernel(kernel, args)
-    func = _function_handle(compiled)
-    if plan.non_portable:
-        _allow_non_portable(func)
-    return plan, compiled, func
-
-
-def launch_cluster(kernel, grid, block, cluster, args, *, stream=0, shared_mem=0,
-                   non_portable=False):
-    """Launch numba kernel ``kernel`` over ``grid`` blocks of ``block`` threads, in thread-block
-    clusters of ``cluster`` blocks (sm_90), with ``args``.
-
-    ``grid`` counts blocks (not clusters) and must be a multiple of ``cluster`` along each axis;
-    ``cluster`` holds at most 8 CTAs, or 16 with ``non_portable=True``. ``stream`` is 0 or a
-    numba stream; ``shared_mem`` is the dynamic shared memory per block (beyond 48 KB, call
-    :func:`reserve_dynamic_shared` first). The kernel is compiled for the arguments' types like a
-    ``kernel[grid, block](*args)`` launch, and the arguments are converted by numba's own
-    marshalling (``_Kernel._prepare_args``, then cuda.core's parameter packing) -- numpy arrays
-    are copied in and back, device arrays, CuPy/torch arrays and :class:`numba_tma.TensorMap`
-    (``__cuda_array_interface__``) pass as pointers. Only the launch call differs: it is
-    ``cuLaunchKernelEx`` with a ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`` attribute.
-
-    Inside the kernel, ``numba_tma.cluster`` gives the CTA's rank and the cluster barrier, and
-    ``tma.load_multicast`` writes into every CTA of a cluster. Kernels compiled with
-    ``debug=True`` launch, but their device-side exceptions are not reported back.
-    Raises TypeError/ValueError naming the argument before any driver call, ValueError naming
-    ``cluster`` on a GPU older than 9.0, RuntimeError with the CUresult if the driver refuses.
-    """
-    plan, compiled, func = _prepare_cluster(kernel, args, grid, block, cluster, shared_mem,
-                                            non_portable)
-    core_stream, stream_handle = _core_stream(stream)
-    retr, kernelargs = [], []
-    for ty, value in zip(compiled.argument_types, args):
-        compiled._prepare_args(ty, value, core_stream, retr, kernelargs)
-    params, keepalive = pack_kernel_args(kernelargs)
-    config = _launch_config(plan, stream_handle, getattr(compiled, "cooperative", False))
-    result = _cudrv.cuLaunchKernelEx(config, func, params, 0)
-    del keepalive
-    _check(result, f"cuLaunchKernelEx(grid={plan.grid}, block={plan.block}, "
-                   f"cluster={plan.cluster}, shared_mem={plan.shared_mem})")
-    for writeback in retr:
-        writeback()
-
-
-class _ClusterLauncher:
-    """``cluster_launch(kernel, cluster)[grid, block, stream, shared_mem](*args)``."""
-
-    def __init__(self, kernel, cluster, non_portable):
-        self.kernel, self.cluster, self.non_portable = kernel, cluster, non_portable
-
-    def __getitem__(self, config):
-        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
-            raise ValueError("cluster_launch(kernel, cluster)[grid, block, stream=0, "
-                             f"shared_mem=0] takes 2 to 4 values, got {config!r}")
-        grid, block, stream, shared_mem = (tuple(config) + (0, 0))[:4]
-        plan_cluster_launch(grid, block, self.cluster, shared_mem=shared_mem,
-                            non_portable=self.non_portable)
-
-        def launch(*args):
-            launch_cluster(self.kernel, grid, block, self.cluster, args, stream=stream,
-                           shared_mem=shared_mem, non_portable=self.non_portable)
-
-        return launch
-
-
-def cluster_launch(kernel, cluster, *, non_portable=False):
-    """Sugar for :func:`launch_cluster` in numba's launch syntax::
-
-        cluster_launch(kernel, (2, 1, 1))[grid, block](*args)            # grid in blocks
-        cluster_launch(kernel, 4)[grid, block, stream, shared_mem](*args)
-    """
-    _dim3("cluster", cluster)
-    return _ClusterLauncher(kernel, cluster, non_portable)
-
-
-def max_active_clusters(kernel, args, block, cluster, *, shared_mem=0, non_portable=False):
-    """How many clusters of this shape can be resident at once on the current device
-    (``cuOccupancyMaxActiveClusters``), for the kernel compiled for ``args``' types.
-
-    0 means the cluster cannot be scheduled at all (too much shared memory or too many
-    registers for ``cluster`` CTAs on one GPC). Persistent kernels size their grid from it.
-    """
-    plan, _, func = _prepare_cluster(kernel, args, cluster, block, cluster, shared_mem,
-                                     non_portable)
-    config = _launch_config(plan, 0)
-    return int(_check(_cudrv.cuOccupancyMaxActiveClusters(func, config),
-                      f"cuOccupancyMaxActiveClusters(block={plan.block}, cluster={plan.cluster}, "
-                      f"shared_mem={plan.shared_mem})"))
-
-
-# The library's own launches through numba go through kernels._configure.configure (no
-# low-occupancy warnings about grids the library sized).
-from .kernels._configure import configure  # noqa: E402
-
-__all__ += ["configure"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Streams and contexts as the launch paths see them
-
-__all__ += ["stream_handle", "numba_stream", "context_id", "context_id_or_none", "is_capturing"]
-
-
-def stream_handle(stream):
-    """The ``CUstream`` handle (an int) of ``stream``: 0 or None (the legacy default stream), a
-    raw handle, a ``torch.cuda.Stream``, a CuPy stream, a numba stream, a cuda.core stream or
-    anything with ``__cuda_stream__``. Raises TypeError naming ``stream`` for anything else."""
-    if stream is None:
-        return 0
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        if stream < 0:
-            raise ValueError(f"stream = {stream} is not a CUDA stream handle")
-        return stream
-    handle = getattr(stream, "cuda_stream", None)             # torch
-    if isinstance(handle, int):
-        return handle
-    proto = getattr(stream, "__cuda_stream__", None)          # the CUDA stream protocol
-    if callable(proto):
-        return int(proto()[1])
-    ptr = getattr(stream, "ptr", None)                        # CuPy
-    if isinstance(ptr, int):
-        return ptr
-    handle = getattr(stream, "handle", None)                  # numba, cuda.core
-    if handle is not None:
-        value = getattr(handle, "value", handle)              # a ctypes c_void_p, or a CUstream
-        try:
-            return int(value or 0)
-        except TypeError:
-            pass
-    if isinstance(stream, _cudrv.CUstream):
-        return int(stream)
-    raise TypeError(f"stream must be a CUDA stream (torch, CuPy, numba, cuda.core, a raw handle "
-                    f"or 0); got {type(stream).__name__}")
-
-
-def numba_stream(stream):
-    """``stream`` as numba's launch syntax takes it: 0, a numba stream as is, or a numba
-    external stream over the handle of any other (:func:`stream_handle`)."""
-    if stream is None or (isinstance(stream, int) and stream == 0):
-        return 0
-    if type(stream).__module__.startswith("numba"):
-        return stream
-    return cuda.external_stream(stream_handle(stream))
-
-
-def context_id():
-    """The current CUDA context's unique id (``cuCtxGetId``: never reused in a process, unlike
-    the context's address after ``numba.cuda.close()``), making numba's context current first
-    when none is. Cache keys that outlive a context include it."""
-    err, ident = _cudrv.cuCtxGetId(None)
-    if err == _cudrv.CUresult.CUDA_SUCCESS:
-        return int(ident)
-    cuda.current_context()                 # no current context yet: numba's primary one
-    return int(_check(_cudrv.cuCtxGetId(None), "cuCtxGetId"))
-
-
-def context_id_or_none():
-    """:func:`context_id`, or None where CUDA cannot be used (no driver or GPU): the public ops
-    then take their slow path, whose checks say what is missing."""
-    try:
-        return context_id()
-    except Exception:
-        return None
-
-
-def is_capturing(handle):
-    """Whether stream ``handle`` is being captured into a CUDA graph (an error counts as yes:
-    querying the legacy stream while another stream captures in global mode fails)."""
-    err, status = _cudrv.cuStreamIsCapturing(_cudrv.CUstream(handle))
-    if err != _cudrv.CUresult.CUDA_SUCCESS:
-        return True
-    return status != _cudrv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
-
-
-# ---------------------------------------------------------------------------------------------
-# Direct launches: a kernel compiled once (or loaded from disk), launched from raw pointers
-
-__all__ += ["DirectKernel", "PreparedLaunch"]
+__all__ = ["DirectKernel", "PreparedLaunch"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -522,7 +40,7 @@ def _argtypes(argtypes):
 
 
 def _offline():
-    from . import offline       # (its numba compiler imports are needed only to build)
+    from .. import offline      # (its numba compiler imports are needed only to build)
 
     return offline
 
@@ -651,7 +169,7 @@ class DirectKernel:
         return self._compiled
 
     def _load(self, ctx):
-        from . import kernel_cache
+        from .. import kernel_cache
 
         if self._cubin is None:
             self._cubin = self._cubin_from_disk_or_build(kernel_cache)
@@ -725,7 +243,7 @@ class DirectKernel:
     def cached(self, arch="sm_90a"):
         """Whether the on-disk kernel cache holds a valid entry of this kernel for ``arch``
         (what a launch on such a GPU would load instead of compiling)."""
-        from . import kernel_cache
+        from .. import kernel_cache
 
         key_text = self._key_text(kernel_cache, _offline()._parse_arch(arch))
         return self._from_disk(kernel_cache, key_text) is not None
@@ -735,7 +253,7 @@ class DirectKernel:
         entry a launch on such a GPU then loads); returns ``"cached"`` when an entry was
         already there, else ``"built"``. ``numba_tma.precompile`` calls it for the library's
         kernels. ValueError when the cache is off or the kernel needs numba's launch path."""
-        from . import kernel_cache
+        from .. import kernel_cache
 
         cc = _offline()._parse_arch(arch)
         key_text = self._key_text(kernel_cache, cc)
@@ -899,9 +417,6 @@ class DirectKernel:
         else:
             self._kernel[grid, block, stream, shared_mem](*values)
 
-
-#: A launch shape without a cluster, for ``cuLaunchKernelEx`` with other attributes.
-_PlainLaunch = collections.namedtuple("_PlainLaunch", "grid block cluster shared_mem")
 
 _raw_launch = None
 

@@ -62,10 +62,11 @@ Usage::
 Keep the ``TensorMap`` alive while kernels use it: it holds a reference to the source array
 and owns the device copy of the descriptor.
 
-Where things live: the rules are :mod:`numba_tma.tensormap_rules` (pure, shared with im2col
-mode), the device check, encoding and upload :mod:`numba_tma.tensormap_driver`, the reading of
-device arrays :mod:`numba_tma.operands`; this module plans and builds tile-mode maps and keeps
-the names it always had importable (``describe_array``, ``resolve_dtype``, the ``TMA_*`` limits).
+Where things live: the rules are :mod:`numba_tma.tensormap.rules` (pure, shared with im2col
+mode), the device check, encoding and upload :mod:`numba_tma.tensormap.driver`, the reading of
+device arrays :mod:`numba_tma.operands`; this module plans and builds tile-mode maps, and
+:mod:`numba_tma.tensormap` gathers the names (``TensorMap``, ``describe_array``,
+``resolve_dtype``, the ``TMA_*`` limits).
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ from typing import Any
 
 from cuda.bindings import driver
 
-from . import tensormap_driver as _drv
-from .tensormap_driver import Descriptor as _Descriptor
-from .tensormap_rules import (
+from ..operands import describe_array
+from . import driver as _drv
+from .driver import Descriptor as _Descriptor
+from .rules import (
     _INTERLEAVE,
     _L2_PROMOTION,
     _OOB_FILL,
@@ -90,48 +92,8 @@ from .tensormap_rules import (
     resolve_dtype,
 )
 
-# The names this module had before the split stay importable from it (re-exports).
-from .operands import describe_array, dtype_name, is_c_contiguous  # noqa: F401
-from .tensormap_rules import (  # noqa: F401
-    _DATA_TYPES,
-    _FLOAT_DTYPES,
-    _RAW_BY_ITEMSIZE,
-    BFLOAT16,
-    SUPPORTED_DTYPES,
-    TMA_BOX_INNER_ALIGN,
-    TMA_DESC_ALIGN,
-    TMA_DESC_BYTES,
-    TMA_DESC_WORDS,
-    TMA_GLOBAL_ALIGN,
-    TMA_GLOBAL_ALIGN_INTERLEAVE_32B,
-    TMA_MAX_BOX_DIM,
-    TMA_MAX_ELEMENT_STRIDE,
-    TMA_MAX_GLOBAL_DIM,
-    TMA_MAX_GLOBAL_STRIDE,
-    TMA_MAX_RANK,
-    TMA_MIN_RANK_INTERLEAVED,
-)
+__all__ = ["TensorMap", "TensorMapPlan", "plan_tensor_map"]
 
-__all__ = [
-    "TensorMap",
-    "TensorMapPlan",
-    "plan_tensor_map",
-    "describe_array",
-    "resolve_dtype",
-    "BFLOAT16",
-    "SUPPORTED_DTYPES",
-    "TMA_MAX_RANK",
-    "TMA_MIN_RANK_INTERLEAVED",
-    "TMA_MAX_GLOBAL_DIM",
-    "TMA_MAX_GLOBAL_STRIDE",
-    "TMA_GLOBAL_ALIGN",
-    "TMA_GLOBAL_ALIGN_INTERLEAVE_32B",
-    "TMA_MAX_BOX_DIM",
-    "TMA_BOX_INNER_ALIGN",
-    "TMA_MAX_ELEMENT_STRIDE",
-    "TMA_DESC_ALIGN",
-    "TMA_DESC_BYTES",
-]
 
 @dataclasses.dataclass(frozen=True)
 class TensorMapPlan:
