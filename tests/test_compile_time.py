@@ -77,7 +77,7 @@ def test_nvrtc_runs_once_per_source_and_process(monkeypatch, tmp_path):
         return real(src, name, *args, **kwargs)
 
     monkeypatch.setattr(nvrtc, "compile", counted)
-    monkeypatch.setattr(offline, "_NVRTC_MEMO", {})
+    monkeypatch.setattr(offline.toolchain, "_NVRTC_MEMO", {})
     cu = tmp_path / "plus_seven.cu"
     cu.write_text('extern "C" __device__ int plus_seven(int x) { return x + 7; }\n')
     plus = cuda.declare_device("plus_seven", "int32(int32)", link=str(cu))
