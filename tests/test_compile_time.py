@@ -104,7 +104,7 @@ def test_nvrtc_runs_once_per_source_and_process(monkeypatch, tmp_path):
 def test_link_kernel_names_the_entry_and_its_files():
     from numba_tma.kernels import transpose_vec
 
-    direct = transpose_vec._direct(4)[0]
+    direct = transpose_vec.LAUNCHER.direct(4)
     linked = offline.link_kernel(direct.kernel, direct.argtypes)
     assert linked.cubin.startswith(b"\x7fELF")
     assert "transpose_v7_vec16" in linked.entry and linked.entry.startswith("_Z")
@@ -188,4 +188,4 @@ def test_precompile_refuses_a_disabled_cache(monkeypatch):
     from numba_tma.kernels import transpose_vec
 
     with pytest.raises(ValueError, match="the kernel cache is off"):
-        transpose_vec._direct(4)[0].precompile()
+        transpose_vec.LAUNCHER.direct(4).precompile()
