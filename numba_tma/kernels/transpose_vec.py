@@ -80,11 +80,8 @@ def applies_to(itemsize, M, N, src_ptr, out_ptr):
 def whole_tiles(itemsize, M, N):
     """Whether the shape leaves the edge paths (nearly) idle: no partial tile column and, for
     1- and 2-byte elements, no partial tile row. Those paths go element by element, and where
-    they run ``v8_sector`` is faster (H100, % of copy, v7 / v8, ``benches/results/
-    transpose-choice-h100.json``): fp32 30000^2 84.1 / 89.9, fp16 30000^2 79.3 / 86.3, uint8
-    30000^2 68.1 / 81.8, fp64 30000^2 89.5 / 90.7; fp16 32768 x 20032 88.8 / 91.7, uint8
-    32768 x 20032 82.0 / 85.2. With whole tiles v7 leads (fp32 32768 x 20032 96.7 / 95.4, fp64
-    96.1 / 94.7)."""
+    they run ``v8_sector`` is faster; with whole tiles v7 leads (the figures:
+    ``docs/transpose.md``, "Why ``transpose()`` chooses what it does")."""
     _, pack = _words(itemsize)
     trows, cols = TILES[itemsize][:2]
     return N % cols == 0 and (pack == 1 or M % (trows * pack) == 0)
