@@ -100,7 +100,7 @@ class _Phases:
 
         self.wrap(codegen.CUDACodeLibrary, "get_ltoir", "llvm_nvvm")
         self.wrap(nvrtc, "compile", "nvrtc")
-        self.wrap(offline, "_nvjitlink", "link")
+        self.wrap(offline.link, "_nvjitlink", "link")
         return self
 
     def split(self, total):

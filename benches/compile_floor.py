@@ -55,14 +55,14 @@ def floor_of(target, repeat):
     kernel = precompile.kernel_of(target)
     linked = offline.link_kernel(kernel.kernel, kernel.argtypes, arch="sm_90a")
     inputs, options = linked._link_inputs, linked._link_options
-    ptx = offline._nvjitlink(inputs, options + ["-ptx"], ptx=True)[0]
+    ptx = offline.link._nvjitlink(inputs, options + ["-ptx"], ptx=True)[0]
     ptx_input = [(inputs[0][0].__class__.PTX, ptx.encode(), "kernel.ptx")]
     return {
         "kernel": precompile.describe(target),
-        "link_s": round(best(lambda: offline._nvjitlink(inputs, options), repeat), 3),
-        "nvvm_lto_s": round(best(lambda: offline._nvjitlink(inputs, options + ["-ptx"],
+        "link_s": round(best(lambda: offline.link._nvjitlink(inputs, options), repeat), 3),
+        "nvvm_lto_s": round(best(lambda: offline.link._nvjitlink(inputs, options + ["-ptx"],
                                                             ptx=True), repeat), 3),
-        "ptxas_s": round(best(lambda: offline._nvjitlink(ptx_input, [options[0]]), repeat), 3),
+        "ptxas_s": round(best(lambda: offline.link._nvjitlink(ptx_input, [options[0]]), repeat), 3),
     }
 
 

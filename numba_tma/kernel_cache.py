@@ -1,7 +1,7 @@
 """An on-disk cache of linked kernels: numba-cuda's ``cache=True`` refuses kernels that link
 external files (every kernel calling a ``ptx/*.cu`` intrinsic), so without this each process
-pays numba's typing, NVVM and the LTO link again (``benches/results/host-h100.txt``: 1.4 s for
-the first ``transpose()`` of a fresh process, 3.6 s for the first ``matmul()``).
+pays numba's typing, NVVM and the LTO link again on its first call of each kernel (what that
+costs, cold and cached: ``docs/host.md``, ``docs/compile.md``).
 
 An entry holds the linked cubin of one kernel for one signature and compute capability, keyed by
 everything that changes the binary:

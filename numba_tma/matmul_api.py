@@ -238,7 +238,7 @@ def launch(plan, alpha=1.0, beta=0.0, stream=0):
 #: matmul() remembers the launchers of its last operand sets, keyed by the CUDA context and
 #: everything its checks looked at (addresses, shapes, strides, dtypes, devices), so a repeated
 #: call skips validation and planning and pays only the keys, the lookup and the driver's launch
-#: (benches/results/host-h100.json).
+#: (its cost: docs/host.md).
 LAUNCHER_CACHE_SIZE = 64
 _launchers = BoundedCache(LAUNCHER_CACHE_SIZE)
 #: ... and the planned layouts, keyed by the context, the operands' keys without their

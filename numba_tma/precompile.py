@@ -81,7 +81,7 @@ def precompile(todo, *, jobs=None, arch="sm_90a", report=None):
     ``{status: count}`` with ``"failed"`` for every failure."""
     from . import kernel_cache, offline
 
-    offline._parse_arch(arch)            # a bad arch fails here, not in every worker
+    offline.toolchain._parse_arch(arch)            # a bad arch fails here, not in every worker
     if not kernel_cache.enabled():
         raise ValueError("precompile: NUMBA_TMA_DISABLE_CACHE is set: nothing would be kept")
     jobs = max(1, int(jobs or os.cpu_count() or 1))
@@ -119,7 +119,7 @@ def main(argv=None):
     from . import offline
 
     try:
-        offline._parse_arch(args.arch)
+        offline.toolchain._parse_arch(args.arch)
     except ValueError as e:
         p.error(f"--arch: {e}")
     for opt, allowed in (("dtypes", ("f16", "bf16")), ("out_dtypes", ("f16", "bf16", "f32"))):

@@ -228,37 +228,39 @@ def _transpose(src, out, kernel, stream, key):
                          f"multiple of {TMA_ALIGN} in src and out; src is {s.shape[1:]} of "
                          f"{s.dtype} (use a classic kernel)")
     B, M, N = s.shape
-    module = None
+    direct_launcher = None
     if name == "v7_vec16" and transpose_vec.applies_to(s.itemsize, M, N, s.ptr, o.ptr):
-        module = transpose_vec
+        direct_launcher = transpose_vec.LAUNCHER
     elif name == "v8_sector" and transpose_sector.applies_to(s.itemsize):
-        module = transpose_sector
-    if module is None:
+        direct_launcher = transpose_sector.LAUNCHER
+    if direct_launcher is None:
         launcher(numba_view(src, "src").reshape(s.shape), numba_view(out, "out").reshape(o.shape),
                  numba_stream(call_stream(stream, src)))
         return out
     handle = call_stream(stream, src)
     if key is None:
-        module.launch(s.ptr, o.ptr, B, M, N, s.itemsize, handle)
+        direct_launcher.launch(s.ptr, o.ptr, B, M, N, s.itemsize, handle)
         return out
-    direct = module._direct(s.itemsize)[0]
+    direct = direct_launcher.direct(s.itemsize)
     if is_capturing(handle) and not direct.loaded():
         raise RuntimeError(f"transpose: the {name} kernel is not loaded yet, which cannot happen "
                            f"during CUDA graph capture; call transpose once on this layout "
                            f"before capturing")
-    prepared = module.prepare(s.ptr, o.ptr, B, M, N, s.itemsize)
+    prepared = direct_launcher.prepare(s.ptr, o.ptr, B, M, N, s.itemsize)
     if prepared is None:                   # past the grid limits: several launches each time
-        module.launch(s.ptr, o.ptr, B, M, N, s.itemsize, handle)
+        direct_launcher.launch(s.ptr, o.ptr, B, M, N, s.itemsize, handle)
         return out
-    entry = _Repeat(prepared, module.SRC_ARGS, module.OUT_ARGS, B * M * N * s.itemsize)
+    entry = _Repeat(prepared, direct_launcher.src_args, direct_launcher.out_args,
+                    B * M * N * s.itemsize)
     _repeats.put(key, entry)
     prepared(handle)
     return out
 
 
 #: The transposes launched from raw pointers (transpose() picks them for 1-, 2-, 4- and 8-byte
-#: elements), by the name transpose_kernels() gives them: their kernels are cached on disk.
-DIRECT_KERNELS = {"v7_vec16": transpose_vec, "v8_sector": transpose_sector}
+#: elements), by the name transpose_kernels() gives them: their launchers
+#: (:class:`~numba_tma.kernels.transpose_launch.TransposeLauncher`), kernels cached on disk.
+DIRECT_KERNELS = {"v7_vec16": transpose_vec.LAUNCHER, "v8_sector": transpose_sector.LAUNCHER}
 
 
 def kernel_variants(names=None, itemsizes=ITEMSIZES):
@@ -270,13 +272,13 @@ def kernel_variants(names=None, itemsizes=ITEMSIZES):
         if name not in DIRECT_KERNELS:
             raise ValueError(f"names: {name!r} is not one of {sorted(DIRECT_KERNELS)}")
     return [(name, (itemsize, row_offset)) for name in names for itemsize in itemsizes
-            if itemsize in DIRECT_KERNELS[name].TILES for row_offset in (False, True)]
+            if itemsize in DIRECT_KERNELS[name].tiles for row_offset in (False, True)]
 
 
 def kernel_for(name, variant):
     """The :class:`numba_tma.launch.DirectKernel` of one of :func:`kernel_variants`, not
     loaded."""
-    return DIRECT_KERNELS[name]._direct(*variant)[0]
+    return DIRECT_KERNELS[name].direct(*variant)
 
 
 _LAUNCHERS = {**transpose_classic.LADDER, "v7_vec16": transpose_vec.v7_vec16,

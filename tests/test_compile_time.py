@@ -78,7 +78,7 @@ def test_nvrtc_runs_once_per_source_and_process(monkeypatch, tmp_path):
         return real(src, name, *args, **kwargs)
 
     monkeypatch.setattr(nvrtc, "compile", counted)
-    monkeypatch.setattr(offline, "_NVRTC_MEMO", {})
+    monkeypatch.setattr(offline.toolchain, "_NVRTC_MEMO", {})
     cu = tmp_path / "plus_seven.cu"
     cu.write_text('extern "C" __device__ int plus_seven(int x) { return x + 7; }\n')
     plus = cuda.declare_device("plus_seven", "int32(int32)", link=str(cu))
@@ -105,7 +105,7 @@ def test_nvrtc_runs_once_per_source_and_process(monkeypatch, tmp_path):
 def test_link_kernel_names_the_entry_and_its_files():
     from numba_tma.kernels import transpose_vec
 
-    direct = transpose_vec._direct(4)[0]
+    direct = transpose_vec.LAUNCHER.direct(4)
     linked = offline.link_kernel(direct.kernel, direct.argtypes)
     assert linked.cubin.startswith(b"\x7fELF")
     assert "transpose_v7_vec16" in linked.entry and linked.entry.startswith("_Z")
@@ -182,4 +182,4 @@ def test_precompile_refuses_a_disabled_cache(monkeypatch):
     from numba_tma.kernels import transpose_vec
 
     with pytest.raises(ValueError, match="the kernel cache is off"):
-        transpose_vec._direct(4)[0].precompile()
+        transpose_vec.LAUNCHER.direct(4).precompile()

@@ -196,9 +196,9 @@ def test_bad_arch_rejected(arch):
 
 
 def test_parse_arch():
-    assert offline._parse_arch("sm_90a") == (9, 0, "a")
-    assert offline._parse_arch("sm_90") == (9, 0, "")
-    assert offline._parse_arch("sm_100a") == (10, 0, "a")
+    assert offline.toolchain._parse_arch("sm_90a") == (9, 0, "a")
+    assert offline.toolchain._parse_arch("sm_90") == (9, 0, "")
+    assert offline.toolchain._parse_arch("sm_100a") == (10, 0, "a")
 
 
 CANNED_SASS = """
@@ -295,13 +295,13 @@ def test_parse_resources():
         "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
         "ptxas info    : Used 40 registers, used 1 barriers, 4104 bytes smem\n"
     )
-    entries, funcs = offline._parse_ptxas_log(log)
+    entries, funcs = offline.sass._parse_ptxas_log(log)
     assert entries == ["_Z1kv"]
     assert funcs["_Z1kv"] == {
         "stack": 16, "spill_stores": 8, "spill_loads": 4, "registers": 40,
         "barriers": 1, "smem": 4104, "lmem": 0, "cumulative_stack": 0,
     }
-    res = offline._parse_res_usage(
+    res = offline.sass._parse_res_usage(
         "Resource usage:\n Common:\n  GLOBAL:0\n Function _Z1kv:\n"
         "  REG:40 STACK:16 SHARED:5128 LOCAL:0 CONSTANT[0]:592 TEXTURE:0\n"
     )
@@ -311,9 +311,9 @@ def test_parse_resources():
 
 def test_find_tool(monkeypatch, tmp_path):
     assert os.access(find_tool("cuobjdump"), os.X_OK)
-    monkeypatch.setattr(offline.site, "getsitepackages", lambda: [])
-    monkeypatch.setattr(offline.site, "getusersitepackages", lambda: "")
-    monkeypatch.setattr(offline.sys, "path", [])
+    monkeypatch.setattr(offline.toolchain.site, "getsitepackages", lambda: [])
+    monkeypatch.setattr(offline.toolchain.site, "getusersitepackages", lambda: "")
+    monkeypatch.setattr(offline.toolchain.sys, "path", [])
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -201,13 +201,10 @@ def test_launch_splits_the_grid(monkeypatch, module, B, M, N, itemsize, launches
 
     def fake_direct(itemsize_, row_offset=False):
         variants.append(row_offset)
-        if module == "vec":
-            word = np.dtype(np.uint64 if itemsize_ == 8 else np.uint32)
-            return rec, word, None, None
-        return rec, 32 // itemsize_ - 1
+        return rec
 
-    monkeypatch.setattr(mod, "_direct", fake_direct)
-    mod.launch(BASE, OTHER, B, M, N, itemsize)
+    monkeypatch.setattr(mod.LAUNCHER, "direct", fake_direct)
+    mod.LAUNCHER.launch(BASE, OTHER, B, M, N, itemsize)
     assert len(rec.launches) == launches
     tall = len({args[-1] for _, args in rec.launches}) > 1        # several tile_y0
     assert variants == [tall]

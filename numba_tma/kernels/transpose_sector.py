@@ -44,6 +44,7 @@ simulator cannot run the PTX wrappers): under the simulator :func:`v8_sector` ru
 """
 
 import functools
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -53,10 +54,11 @@ from numba.core import types
 
 from .._bridge import inline_device
 from .. import bulk, fence, gmem, smem, tma
-from ._grid import MAX_GRID_YZ, cdiv, check_pair, device_pointer, grid_chunks
+from ._grid import cdiv, check_pair, device_pointer
+from .transpose_launch import TransposeLauncher
 from .transpose_v6 import v6_packed
 
-__all__ = ["v8_sector", "applies", "applies_to", "launch", "TILES"]
+__all__ = ["v8_sector", "applies", "applies_to", "LAUNCHER", "TILES"]
 
 VEC = 16                     # bytes per global and shared vector access
 SECTOR = 32                  # bytes per L2 sector: the unit a block owns in an out row
@@ -93,25 +95,41 @@ def applies_to(itemsize):
     return not numba_config.ENABLE_CUDASIM and itemsize in TILES
 
 
+class _Layout(NamedTuple):
+    """One tile's thread mapping and padded shared layout (:func:`_layout`)."""
+    kv: int                  # elements per vector
+    kv_shift: int
+    e_shift: int             # log2(itemsize)
+    spe: int                 # elements per sector
+    halo: int                # src rows above the tile that it may own
+    out_vpr: int             # aligned chunks per out row segment
+    out_shift: int
+    lanes: int               # lanes per src row in the load phase (16 or 32)
+    lane_shift: int
+    rows_per_warp: int
+    step: int                # src rows between a thread's consecutive vectors
+    pad_rows: int            # shared rows of padding above and below the tile rows
+    pitch_e: int             # elements per shared tile row
+    smem_elems: int
+    col_shift: int
+    elem: np.dtype
+    nregs: int               # 32-bit registers of a thread's vectors (its halo vector included)
+    epw: int                 # elements per 32-bit word
+
+
 @functools.cache
-def _kernel(itemsize, trows, cols, threads, min_blocks, row_offset=False):
-    """The kernel for one element size and tile: returns (kernel, element dtype, halo rows).
-    `row_offset`: the variant whose tile rows start at its `tile_y0` argument (launches that
-    split a grid taller than 65535); the other ignores it: the extra add costs fp16 / fp32 a
-    register they do not have at 3 blocks per SM (80: 8 bytes of spills), so the common path
-    keeps the code it had."""
-    bulk_store = itemsize in BULK_STORE
-    kv = VEC // itemsize                     # elements per vector
+def _layout(itemsize, trows, cols, threads):
+    """The :class:`_Layout` of one element size and tile (`trows` slots per out row, `cols` src
+    columns, `threads` threads)."""
+    kv = VEC // itemsize
     kv_shift = kv.bit_length() - 1
-    e_shift = itemsize.bit_length() - 1
-    spe = SECTOR // itemsize                 # elements per sector
-    halo = spe - 1                           # src rows above the tile that it may own
-    out_vpr = trows // kv                    # aligned chunks per out row segment
-    lanes = cols // kv                       # lanes per src row in the load phase (16 or 32)
-    lane_shift = lanes.bit_length() - 1
+    spe = SECTOR // itemsize
+    halo = spe - 1
+    out_vpr = trows // kv
+    lanes = cols // kv
     rows_per_warp = 32 // lanes
     warps = threads // 32
-    step = rows_per_warp * warps             # src rows between a thread's consecutive vectors
+    step = rows_per_warp * warps
     assert lanes in (16, 32) and LOADS * threads == trows * lanes == cols * out_vpr
     # A thread's rows are `step` apart, so they share one 16-byte phase (and with it their
     # columns and slot offsets); its halo row is one step above its first.
@@ -128,12 +146,24 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, row_offset=False):
     # l * (kv * pitch + 1) mod 8: kv is even, so that multiplier is odd and the 8 are distinct.
     pitch = (trows + 2 * spe) // kv + 1
     pitch_e = pitch * kv
-    smem_elems = nrows * pitch_e + ((nrows - 1) >> kv_shift) * kv
-    out_shift = out_vpr.bit_length() - 1
-    col_shift = cols.bit_length() - 1
-    elem = np.dtype(f"u{itemsize}")
-    nregs = (LOADS + 1) * 4
-    epw = max(1, 4 // itemsize)              # elements per 32-bit word
+    return _Layout(
+        kv=kv, kv_shift=kv_shift, e_shift=itemsize.bit_length() - 1, spe=spe, halo=halo,
+        out_vpr=out_vpr, out_shift=out_vpr.bit_length() - 1, lanes=lanes,
+        lane_shift=lanes.bit_length() - 1, rows_per_warp=rows_per_warp, step=step,
+        pad_rows=pad_rows, pitch_e=pitch_e,
+        smem_elems=nrows * pitch_e + ((nrows - 1) >> kv_shift) * kv,
+        col_shift=cols.bit_length() - 1, elem=np.dtype(f"u{itemsize}"), nregs=(LOADS + 1) * 4,
+        epw=max(1, 4 // itemsize))
+
+
+@functools.cache
+def _index_fns(itemsize, trows, cols, threads):
+    """``(phase, slot0, out_chunk, src_phase, element)``: the index maps of one tile, as
+    device functions."""
+    lay = _layout(itemsize, trows, cols, threads)
+    kv, kv_shift, e_shift, spe = lay.kv, lay.kv_shift, lay.e_shift, lay.spe
+    pad_rows, pitch_e, out_shift, out_vpr, epw = (lay.pad_rows, lay.pitch_e, lay.out_shift,
+                                                  lay.out_vpr, lay.epw)
 
     @inline_device
     def phase(d_out, mbytes, c):
@@ -167,13 +197,138 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, row_offset=False):
         t = k % epw
         return (regs[k // epw] >> np.uint32(8 * itemsize * t)) & np.uint32((1 << (8 * itemsize)) - 1)
 
+    return phase, slot0, out_chunk, src_phase, element
+
+
+@functools.cache
+def _load_parts(itemsize, trows, cols, threads):
+    """``(load_rows, scatter)``: the interior tile's aligned 16-byte loads and its scatter into
+    the padded shared tile, as device functions. The kernel computes the thread's rows and
+    phases itself: returned from a part, they cost fp32 its registers (12 bytes of spills)."""
+    lay = _layout(itemsize, trows, cols, threads)
+    kv, lanes, step = lay.kv, lay.lanes, lay.step
+    phase, slot0, _, _, element = _index_fns(itemsize, trows, cols, threads)
+
+    @inline_device
+    def load_rows(src, regs, extra, vec0, in_halo, xat, xd, has_extra, N):
+        # The thread's vectors: LOADS rows `step` apart from element vec0, the halo row one step
+        # above them, and the extra vector of row xat for its last xd columns.
+        for i in range(LOADS):
+            gmem.load_v4(regs[i * 4:], src, (vec0 + i * step * N) * itemsize, L2_PREFETCH)
+        if in_halo:
+            gmem.load_v4(regs[LOADS * 4:], src, (vec0 - step * N) * itemsize, L2_PREFETCH)
+        if has_extra:
+            gmem.load_v4(extra, src, (xat - xd + cols) * itemsize, L2_PREFETCH)
+
+    @inline_device
+    def scatter(tile, regs, extra, lane, r0, d, in_halo, xr, xd, has_extra, d_out, mbytes):
+        # Element k of each vector is column c_k of the tile (the same for all i) and goes
+        # to slot r + p_c: one shared index per k, plus i * step.
+        at_k = cuda.local.array(kv, np.uint32)
+        for k in range(kv):
+            c = (lane & (lanes - 1)) * kv - d + k
+            p_c = phase(d_out, mbytes, c)
+            at_k[k] = slot0(c, p_c) + r0 + p_c
+        for i in range(LOADS):
+            for k in range(kv):
+                tile[at_k[k] + np.uint32(i * step)] = element(regs[i * 4:], k)
+        if in_halo:
+            for k in range(kv):
+                tile[at_k[k] - np.uint32(step)] = element(regs[LOADS * 4:], k)
+        if has_extra:
+            for k in range(kv):
+                c = cols - xd + k
+                p_c = phase(d_out, mbytes, c)
+                tile[np.uint32(slot0(c, p_c) + xr + p_c)] = element(extra, k)
+
+    return load_rows, scatter
+
+
+@functools.cache
+def _store_parts(itemsize, trows, cols, threads):
+    """``(store_vectors, store_bulk, edge_tile)``: the interior tile's out-row segments by the
+    threads' 16-byte stores or by TMA bulk copies, and the element-wise edge tile, as device
+    functions."""
+    lay = _layout(itemsize, trows, cols, threads)
+    kv, col_shift = lay.kv, lay.col_shift
+    phase, slot0, out_chunk, _, _ = _index_fns(itemsize, trows, cols, threads)
+
+    @inline_device
+    def store_vectors(out, tile, regs, tid, obase, R0, C0, M, d_out, mbytes):
+        cuda.syncthreads()
+        for i in range(LOADS):
+            c, u = out_chunk(i, tid)                   # tile row c = out row C0 + c
+            slot = slot0(c, phase(d_out, mbytes, c)) + u * kv
+            smem.load_v4(regs[i * 4:], tile, slot * itemsize)
+        for i in range(LOADS):
+            c, u = out_chunk(i, tid)
+            m = R0 - phase(d_out, mbytes, c) + u * kv
+            gmem.store_v4(out, (obase + (C0 + c) * M + m) * itemsize, regs[i * 4:])
+
+    @inline_device
+    def store_bulk(out, tile, tid, obase, R0, C0, M, d_out, mbytes):
+        # Thread c copies tile row c's segment: whole sectors, 16-byte aligned at both ends,
+        # inside the out row (the interior tile's test).
+        fence.proxy_async_shared()
+        cuda.syncthreads()
+        if tid < cols:
+            p_c = phase(d_out, mbytes, tid)
+            bulk.copy_shared_to_global(out[obase + (C0 + tid) * M + R0 - p_c:],
+                                       tile[slot0(tid, p_c):], trows * itemsize)
+            tma.commit_group()
+            tma.wait_group_read(0)     # the block may exit once the engine has read it
+
+    @inline_device
+    def edge_tile(src, out, tile, tid, sbase, obase, R0, C0, M, N, d_out, mbytes):
+        # Edge tile, or aligned vectors that would leave src: the same ownership, loaded
+        # element by element; chunks inside the out row are still stored whole.
+        for idx in range(tid, trows * cols, threads):
+            c = idx & (cols - 1)
+            s = idx >> col_shift
+            p_c = phase(d_out, mbytes, c)
+            m = R0 - p_c + s
+            if m >= 0 and m < M and C0 + c < N:
+                tile[np.uint32(slot0(c, p_c) + s)] = src[sbase + m * N + C0 + c]
+        cuda.syncthreads()
+        vec = cuda.local.array(4, np.uint32)
+        for i in range(LOADS):
+            c, u = out_chunk(i, tid)
+            p_c = phase(d_out, mbytes, c)
+            m = R0 - p_c + u * kv
+            if C0 + c < N:
+                at = obase + (C0 + c) * M + m
+                if m >= 0 and m + kv <= M:
+                    smem.load_v4(vec, tile, (slot0(c, p_c) + u * kv) * itemsize)
+                    gmem.store_v4(out, at * itemsize, vec)
+                else:
+                    for j in range(kv):
+                        if m + j >= 0 and m + j < M:
+                            out[at + j] = tile[np.uint32(slot0(c, p_c) + u * kv + j)]
+
+    return store_vectors, store_bulk, edge_tile
+
+
+@functools.cache
+def _kernel(itemsize, trows, cols, threads, min_blocks, row_offset=False):
+    """The kernel for one element size and tile: returns (kernel, element dtype, halo rows).
+    `row_offset`: the variant whose tile rows start at its `tile_y0` argument (launches that
+    split a grid taller than 65535); the other ignores it: the extra add costs fp16 / fp32 a
+    register they do not have at 3 blocks per SM (80: 8 bytes of spills), so the common path
+    keeps the code it had."""
+    bulk_store = itemsize in BULK_STORE
+    lay = _layout(itemsize, trows, cols, threads)
+    kv, halo, smem_elems, elem, nregs = lay.kv, lay.halo, lay.smem_elems, lay.elem, lay.nregs
+    lanes, lane_shift, rows_per_warp, step = lay.lanes, lay.lane_shift, lay.rows_per_warp, lay.step
+    src_phase = _index_fns(itemsize, trows, cols, threads)[3]
+    load_rows, scatter = _load_parts(itemsize, trows, cols, threads)
+    store_vectors, store_bulk, edge_tile = _store_parts(itemsize, trows, cols, threads)
+
     @cuda.jit(launch_bounds=(threads, min_blocks))
     def transpose_v8_sector(src, out, M, N, src_mis, out_mis, tile_y0):
         # src_mis / out_mis: the buffers' base addresses mod 128. tile_y0: the first tile row
         # of this launch (launches split gridDim.y at 65535).
         tile = cuda.shared.array(smem_elems, elem, alignment=VEC)
         tid = cuda.threadIdx.x
-        lane = tid & 31
         b = cuda.blockIdx.z
         if row_offset:
             R0 = (cuda.blockIdx.y + tile_y0) * trows
@@ -189,90 +344,29 @@ def _kernel(itemsize, trows, cols, threads, min_blocks, row_offset=False):
         first = sbase + (R0 - halo) * N + C0             # element index of (R0 - halo, C0)
         last = sbase + (R0 + trows - 1) * N + C0 + cols  # one past the tile's last element
         if R0 >= halo and R0 + trows <= M and C0 + cols <= N and first >= kv and last + kv <= total:
+            regs = cuda.local.array(nregs, np.uint32)
+            extra = cuda.local.array(4, np.uint32)
             # Thread: rows r0 + i * step (i = -1 for a halo row), `lanes` lanes per row, each an
             # aligned vector from the row's 16-byte boundary below column C0, d elements left.
+            lane = tid & 31
             r0 = (tid >> 5) * rows_per_warp + (lane >> lane_shift)
             at = sbase + (R0 + r0) * N + C0
             d = src_phase(src_mis, at)
-            vec0 = at - d + (lane & (lanes - 1)) * kv
             in_halo = r0 >= step - halo
-            regs = cuda.local.array(nregs, np.uint32)
-            extra = cuda.local.array(4, np.uint32)
-            for i in range(LOADS):
-                gmem.load_v4(regs[i * 4:], src, (vec0 + i * step * N) * itemsize, L2_PREFETCH)
-            if in_halo:
-                gmem.load_v4(regs[LOADS * 4:], src, (vec0 - step * N) * itemsize, L2_PREFETCH)
             # One more vector per row (thread tid: row tid - halo) for its last d_r columns.
             xr = tid - halo
             xat = sbase + (R0 + xr) * N + C0
             xd = src_phase(src_mis, xat)
             has_extra = tid < trows + halo and xd != 0
-            if has_extra:
-                gmem.load_v4(extra, src, (xat - xd + cols) * itemsize, L2_PREFETCH)
-            # Element k of each vector is column c_k of the tile (the same for all i) and goes
-            # to slot r + p_c: one shared index per k, plus i * step.
-            at_k = cuda.local.array(kv, np.uint32)
-            for k in range(kv):
-                c = (lane & (lanes - 1)) * kv - d + k
-                p_c = phase(d_out, mbytes, c)
-                at_k[k] = slot0(c, p_c) + r0 + p_c
-            for i in range(LOADS):
-                for k in range(kv):
-                    tile[at_k[k] + np.uint32(i * step)] = element(regs[i * 4:], k)
-            if in_halo:
-                for k in range(kv):
-                    tile[at_k[k] - np.uint32(step)] = element(regs[LOADS * 4:], k)
-            if has_extra:
-                for k in range(kv):
-                    c = cols - xd + k
-                    p_c = phase(d_out, mbytes, c)
-                    tile[np.uint32(slot0(c, p_c) + xr + p_c)] = element(extra, k)
+            load_rows(src, regs, extra, at - d + (lane & (lanes - 1)) * kv, in_halo, xat, xd,
+                      has_extra, N)
+            scatter(tile, regs, extra, lane, r0, d, in_halo, xr, xd, has_extra, d_out, mbytes)
             if bulk_store:
-                # Thread c copies tile row c's segment: whole sectors, 16-byte aligned at both
-                # ends, inside the out row (this path's tile test).
-                fence.proxy_async_shared()
-                cuda.syncthreads()
-                if tid < cols:
-                    p_c = phase(d_out, mbytes, tid)
-                    bulk.copy_shared_to_global(out[obase + (C0 + tid) * M + R0 - p_c:],
-                                               tile[slot0(tid, p_c):], trows * itemsize)
-                    tma.commit_group()
-                    tma.wait_group_read(0)     # the block may exit once the engine has read it
-                return
-            cuda.syncthreads()
-            for i in range(LOADS):
-                c, u = out_chunk(i, tid)                   # tile row c = out row C0 + c
-                slot = slot0(c, phase(d_out, mbytes, c)) + u * kv
-                smem.load_v4(regs[i * 4:], tile, slot * itemsize)
-            for i in range(LOADS):
-                c, u = out_chunk(i, tid)
-                m = R0 - phase(d_out, mbytes, c) + u * kv
-                gmem.store_v4(out, (obase + (C0 + c) * M + m) * itemsize, regs[i * 4:])
+                store_bulk(out, tile, tid, obase, R0, C0, M, d_out, mbytes)
+            else:
+                store_vectors(out, tile, regs, tid, obase, R0, C0, M, d_out, mbytes)
         else:
-            # Edge tile, or aligned vectors that would leave src: the same ownership, loaded
-            # element by element; chunks inside the out row are still stored whole.
-            for idx in range(tid, trows * cols, threads):
-                c = idx & (cols - 1)
-                s = idx >> col_shift
-                p_c = phase(d_out, mbytes, c)
-                m = R0 - p_c + s
-                if m >= 0 and m < M and C0 + c < N:
-                    tile[np.uint32(slot0(c, p_c) + s)] = src[sbase + m * N + C0 + c]
-            cuda.syncthreads()
-            vec = cuda.local.array(4, np.uint32)
-            for i in range(LOADS):
-                c, u = out_chunk(i, tid)
-                p_c = phase(d_out, mbytes, c)
-                m = R0 - p_c + u * kv
-                if C0 + c < N:
-                    at = obase + (C0 + c) * M + m
-                    if m >= 0 and m + kv <= M:
-                        smem.load_v4(vec, tile, (slot0(c, p_c) + u * kv) * itemsize)
-                        gmem.store_v4(out, at * itemsize, vec)
-                    else:
-                        for j in range(kv):
-                            if m + j >= 0 and m + j < M:
-                                out[at + j] = tile[np.uint32(slot0(c, p_c) + u * kv + j)]
+            edge_tile(src, out, tile, tid, sbase, obase, R0, C0, M, N, d_out, mbytes)
 
     return transpose_v8_sector, elem, halo
 
@@ -286,70 +380,29 @@ def v8_sector(src, out, stream=0):
         return
     if not applies(src, out):
         return v6_packed(src, out, stream)
-    launch(device_pointer(src), device_pointer(out), B, M, N,
-           np.dtype(src.dtype).itemsize, stream)
+    LAUNCHER.launch(device_pointer(src), device_pointer(out), B, M, N,
+                    np.dtype(src.dtype).itemsize, stream)
 
 
-def _direct(itemsize, row_offset=False):
-    """:func:`_direct_kernel` under one cache key per variant (``_direct(4)`` and
-    ``_direct(4, False)`` must be the same loaded kernel)."""
-    return _direct_kernel(itemsize, bool(row_offset))
-
-
-@functools.cache
-def _direct_kernel(itemsize, row_offset):
-    """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel` (cubin cached on
-    disk), and its halo."""
-    from ..launch import DirectKernel    # real GPUs only: the simulator lacks its driver API
-
-    kern, elem, halo = _kernel(itemsize, *TILES[itemsize], row_offset=row_offset)
+def _build(itemsize, row_offset):
+    """(kernel, argtypes) of the launcher's kernel for `itemsize`: src, out, M, N, the bases
+    mod 128, tile_y0."""
+    kern, elem, _ = _kernel(itemsize, *TILES[itemsize], row_offset=row_offset)
     e = types.Array(numba.from_dtype(elem), 1, "C")
-    direct = DirectKernel(kern, (e, e) + (types.int64,) * 5,
-                          key=("transpose_sector", itemsize, TILES[itemsize], row_offset))
-    return direct, halo
+    return kern, (e, e) + (types.int64,) * 5
 
 
-def _launches(src_ptr, out_ptr, B, M, N, itemsize):
-    """(DirectKernel, [(grid, block, args), ...]): one launch where the grid fits, else one per
-    ``grid_chunks`` piece (batches by pointer offsets, each launch's buffers its own matrices;
-    tile rows by the ``tile_y0`` of the kernel's row-offset variant)."""
-    trows, cols, threads, _ = TILES[itemsize]
-    halo = SECTOR // itemsize - 1
-    per = M * N                                  # elements per matrix
-    gx, gy = cdiv(N, cols), cdiv(M + halo, trows)
-    direct, _ = _direct(itemsize, gy > MAX_GRID_YZ)
-    runs = []
-    for y0, ny, z0, nz in grid_chunks(gy, B):
-        off = z0 * per * itemsize
-        s_ptr, o_ptr, total = src_ptr + off, out_ptr + off, nz * per
-        runs.append(((gx, ny, nz), (threads, 1, 1),
-                     ((s_ptr, total), (o_ptr, total), M, N, s_ptr % 128, o_ptr % 128, y0)))
-    return direct, runs
+def _tile_rows(itemsize, M):
+    """The grid's tile rows: M src rows and the halo of the first sector, trows per tile."""
+    return cdiv(M + SECTOR // itemsize - 1, TILES[itemsize][0])
 
 
-def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
-    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
-    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked).
-
-    Any shape: where the tile rows or the batch exceed gridDim.y / gridDim.z (65535), the grid
-    is split into launches (:func:`_launches`). Shapes within the limits take one launch of
-    the plain kernel, as before."""
-    direct, runs = _launches(src_ptr, out_ptr, B, M, N, itemsize)
-    for grid, block, args in runs:
-        direct.launch(grid, block, stream, *args)
+def _args(src_ptr, out_ptr, count, M, N, tile_y0, itemsize):
+    """One launch's arguments for `count` elements of src and out."""
+    return ((src_ptr, count), (out_ptr, count), M, N, src_ptr % 128, out_ptr % 128, tile_y0)
 
 
-#: Argument positions of the src and out pointers in :func:`prepare`'s launch.
-SRC_ARGS, OUT_ARGS = (0,), (1,)
-
-
-def prepare(src_ptr, out_ptr, B, M, N, itemsize):
-    """:func:`launch`'s launch as a :class:`~numba_tma.launch.PreparedLaunch`, for calls that
-    repeat the shape on other buffers (pointers at ``SRC_ARGS``/``OUT_ARGS``, with the same
-    offsets within 128 bytes, which are arguments of their own); None where the shape needs
-    more than one launch."""
-    direct, runs = _launches(src_ptr, out_ptr, B, M, N, itemsize)
-    if len(runs) > 1:
-        return None
-    grid, block, args = runs[0]
-    return direct.prepare(grid, block, *args)
+#: What ``transpose()`` launches on raw pointers (src pointer at argument 0, out at 1; a
+#: repeated layout keeps their offsets within 128 bytes, which are arguments of their own).
+LAUNCHER = TransposeLauncher("transpose_sector", TILES, _build, _tile_rows, _args,
+                             src_args=(0,), out_args=(1,))

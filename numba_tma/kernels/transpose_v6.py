@@ -87,6 +87,58 @@ def _chain(stages):
     return both
 
 
+def _micro_transpose(k, bits):
+    """The k x k register transpose of words x[base : base + k] (elements of `bits` bits) as one
+    device function ``micro_transpose(x, base)``, by butterfly stages: stage h swaps the lanes
+    (elements) with bit h set in word i with the lanes without it in word i + h, for the words
+    i without bit h; the log2(k) stages swap every bit of the (row, lane) index pair. Constants
+    are typed uint64 so numba keeps the arithmetic in uint64 (uint64 op int64 would become
+    float64)."""
+    stages = []
+    h = k // 2
+    while h:
+        lanes = sum(((1 << bits) - 1) << (c * bits) for c in range(k) if c & h == 0)
+        stages.append(_stage_fn(k, h, np.uint64(h * bits), np.uint64(lanes)))
+        h //= 2
+    return _chain(stages)
+
+
+def _raster(group, TP, TQ):
+    """``(in_group, decode)``: the device functions that place tiles in groups of `group` tile
+    rows (TP micro-rows x TQ word columns per tile)."""
+    gshift = group.bit_length() - 1
+
+    @cuda.jit(device=True)
+    def in_group(loc, first, TRn):
+        # Tile `loc` of the group of tile rows starting at `first`, column-major in the group:
+        # (tile row, tile column). Full groups divide by the power-of-two `group` with a shift;
+        # only the last, partial group pays a (32-bit) division.
+        rows = min(group, TRn - first)
+        if rows == group:
+            tc = loc >> gshift
+        else:
+            tc = np.int64(np.uint32(loc) // np.uint32(rows))
+        return first + (loc - tc * rows), tc
+
+    @cuda.jit(device=True)
+    def decode(t, per_batch, TRn, TCn):
+        # Linear tile id -> (batch, first micro-row, first word column), rastered in groups of
+        # `group` tile rows. Ids fit in 32 bits (the launcher checks), and the divisions are
+        # done on uint32 values, which LLVM keeps 32-bit (a 64-bit division is ~70 instructions).
+        # (Uniform branches skip the divisions for one batch and for one group.)
+        b = 0
+        if t >= per_batch:
+            b = np.int64(np.uint32(t) // np.uint32(per_batch))
+        r = t - b * per_batch
+        g = 0
+        if TRn > group:
+            g = np.int64(np.uint32(r) // np.uint32(group * TCn))
+        tr, tc = in_group(r - g * (group * TCn), g * group, TRn)
+        return b, tr * TP, tc * TQ
+
+    return in_group, decode
+
+
 @functools.cache
 def _v6(word, k, TP, TQ, persistent, group):
     """v6 kernel on words of numpy dtype ``word``, k elements per word (k=1: plain elements)."""
@@ -102,17 +154,14 @@ def _v6(word, k, TP, TQ, persistent, group):
     kshift = k.bit_length() - 1
     ROWS = k * TQ                             # shared tile rows (words of TP per row)
     tpm = TP - 1
-    # k x k register transpose by butterfly stages: stage h swaps the lanes (elements) with bit h
-    # set in word i with the lanes without it in word i + h, for the words i without bit h; the
-    # log2(k) stages swap every bit of the (row, lane) index pair. Constants are typed uint64 so
-    # numba keeps the arithmetic in uint64 (uint64 op int64 would become float64).
-    stages = []
-    h = k // 2
-    while h:
-        lanes = sum(((1 << bits) - 1) << (c * bits) for c in range(k) if c & h == 0)
-        stages.append(_stage_fn(k, h, np.uint64(h * bits), np.uint64(lanes)))
-        h //= 2
-    micro_transpose = _chain(stages)
+    micro_transpose = _micro_transpose(k, bits)
+
+    @cuda.jit(device=True)
+    def lanes():
+        # This thread's place in a tile: (micro-row, word column) of its loads, (tile row,
+        # column) of its stores.
+        tid = cuda.threadIdx.x
+        return tid // TQ, tid & (TQ - 1), tid // TP, tid & tpm
 
     # Index math is done in uint64: numba adds a negative-index wraparound (compare, select,
     # add) to every signed array index, about 6 instructions per access, which unsigned indices
@@ -162,35 +211,7 @@ def _v6(word, k, TP, TQ, persistent, group):
                     out[base + np.uint64(j * RSTEP) * mp] = \
                         buf[np.uint32(R), np.uint32((sc + (R >> kshift)) & tpm)]
 
-    gshift = group.bit_length() - 1
-
-    @cuda.jit(device=True)
-    def in_group(loc, first, TRn):
-        # Tile `loc` of the group of tile rows starting at `first`, column-major in the group:
-        # (tile row, tile column). Full groups divide by the power-of-two `group` with a shift;
-        # only the last, partial group pays a (32-bit) division.
-        rows = min(group, TRn - first)
-        if rows == group:
-            tc = loc >> gshift
-        else:
-            tc = np.int64(np.uint32(loc) // np.uint32(rows))
-        return first + (loc - tc * rows), tc
-
-    @cuda.jit(device=True)
-    def decode(t, per_batch, TRn, TCn):
-        # Linear tile id -> (batch, first micro-row, first word column), rastered in groups of
-        # `group` tile rows. Ids fit in 32 bits (the launcher checks), and the divisions are
-        # done on uint32 values, which LLVM keeps 32-bit (a 64-bit division is ~70 instructions).
-        # (Uniform branches skip the divisions for one batch and for one group.)
-        b = 0
-        if t >= per_batch:
-            b = np.int64(np.uint32(t) // np.uint32(per_batch))
-        r = t - b * per_batch
-        g = 0
-        if TRn > group:
-            g = np.int64(np.uint32(r) // np.uint32(group * TCn))
-        tr, tc = in_group(r - g * (group * TCn), g * group, TRn)
-        return b, tr * TP, tc * TQ
+    in_group, decode = _raster(group, TP, TQ)
 
     if not persistent:
         @_bounded_jit(V6_PACKED_MIN_BLOCKS)
@@ -201,11 +222,7 @@ def _v6(word, k, TP, TQ, persistent, group):
                 return
             buf = cuda.shared.array((ROWS, TP), word)
             regs = cuda.local.array(NREG, word)
-            tid = cuda.threadIdx.x
-            lq = tid & (TQ - 1)
-            lp = tid // TQ
-            sc = tid & tpm
-            sr = tid // TP
+            lp, lq, sr, sc = lanes()
             b = cuda.blockIdx.z
             P0 = tr * TP
             Q0 = tc * TQ
@@ -220,11 +237,7 @@ def _v6(word, k, TP, TQ, persistent, group):
     def transpose_v6_persistent(src, out, Mp, Nw, TRn, TCn, ntiles):
         buf = cuda.shared.array((2, ROWS, TP), word)
         regs = cuda.local.array(NREG, word)
-        tid = cuda.threadIdx.x
-        lq = tid & (TQ - 1)
-        lp = tid // TQ
-        sc = tid & tpm
-        sr = tid // TP
+        lp, lq, sr, sc = lanes()
         per_batch = TRn * TCn
         t = np.int64(cuda.blockIdx.x)
         stride = np.int64(cuda.gridDim.x)

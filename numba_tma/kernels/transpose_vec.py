@@ -44,10 +44,11 @@ from numba.cuda import libdevice
 
 from .._bridge import inline_device
 from .. import gmem, smem
-from ._grid import MAX_GRID_YZ, cdiv, check_pair, device_pointer, grid_chunks
+from ._grid import cdiv, check_pair, device_pointer
+from .transpose_launch import TransposeLauncher
 from .transpose_v6 import v6_packed
 
-__all__ = ["v7_vec16", "applies", "applies_to", "whole_tiles", "launch", "TILES"]
+__all__ = ["v7_vec16", "applies", "applies_to", "whole_tiles", "LAUNCHER", "TILES"]
 
 VEC = 16                     # bytes per global and shared vector access
 LOADS = 8                    # 16-byte vectors per thread per tile
@@ -79,11 +80,8 @@ def applies_to(itemsize, M, N, src_ptr, out_ptr):
 def whole_tiles(itemsize, M, N):
     """Whether the shape leaves the edge paths (nearly) idle: no partial tile column and, for
     1- and 2-byte elements, no partial tile row. Those paths go element by element, and where
-    they run ``v8_sector`` is faster (H100, % of copy, v7 / v8, ``benches/results/
-    transpose-choice-h100.json``): fp32 30000^2 84.1 / 89.9, fp16 30000^2 79.3 / 86.3, uint8
-    30000^2 68.1 / 81.8, fp64 30000^2 89.5 / 90.7; fp16 32768 x 20032 88.8 / 91.7, uint8
-    32768 x 20032 82.0 / 85.2. With whole tiles v7 leads (fp32 32768 x 20032 96.7 / 95.4, fp64
-    96.1 / 94.7)."""
+    they run ``v8_sector`` is faster; with whole tiles v7 leads (the figures:
+    ``docs/transpose.md``, "Why ``transpose()`` chooses what it does")."""
     _, pack = _words(itemsize)
     trows, cols = TILES[itemsize][:2]
     return N % cols == 0 and (pack == 1 or M % (trows * pack) == 0)
@@ -253,73 +251,33 @@ def v7_vec16(src, out, stream=0):
         return
     if not applies(src, out, M, N):
         return v6_packed(src, out, stream)
-    launch(device_pointer(src), device_pointer(out), B, M, N,
-           np.dtype(src.dtype).itemsize, stream)
+    LAUNCHER.launch(device_pointer(src), device_pointer(out), B, M, N,
+                    np.dtype(src.dtype).itemsize, stream)
 
 
-def _direct(itemsize, row_offset=False):
-    """:func:`_direct_kernel` under one cache key per variant (``_direct(4)`` and
-    ``_direct(4, False)`` must be the same loaded kernel)."""
-    return _direct_kernel(itemsize, bool(row_offset))
-
-
-@functools.cache
-def _direct_kernel(itemsize, row_offset):
-    """The kernel for `itemsize` as a :class:`~numba_tma.launch.DirectKernel` (cubin cached on
-    disk)."""
-    from ..launch import DirectKernel    # real GPUs only: the simulator lacks its driver API
-
-    kern, word, pack, cols, src_rows = _kernel(itemsize, *TILES[itemsize], row_offset=row_offset)
+def _build(itemsize, row_offset):
+    """(kernel, argtypes) of the launcher's kernel for `itemsize`: src and out as words (vector
+    path) and as elements (edge tiles), M, N, tile_y0."""
+    kern, word, _, _, _ = _kernel(itemsize, *TILES[itemsize], row_offset=row_offset)
     w = types.Array(numba.from_dtype(word), 1, "C")
     e = types.Array(numba.from_dtype(np.dtype(f"u{itemsize}")), 1, "C")
-    direct = DirectKernel(kern, (w, w, e, e, types.int64, types.int64, types.int64),
-                          key=("transpose_vec", itemsize, TILES[itemsize], row_offset))
-    return direct, word, cols, src_rows
+    return kern, (w, w, e, e, types.int64, types.int64, types.int64)
 
 
-def _launches(src_ptr, out_ptr, B, M, N, itemsize):
-    """(DirectKernel, [(grid, block, args), ...]): one launch where the grid fits, else one per
-    ``grid_chunks`` piece (batches by pointer offsets, tile rows by the ``tile_y0`` of the
-    kernel's row-offset variant)."""
-    trows, cols, threads, _ = TILES[itemsize]
-    _, pack = _words(itemsize)
-    per = M * N                                  # elements per matrix
-    gx, gy = cdiv(N, cols), cdiv(M, trows * pack)
-    direct, word, _, _ = _direct(itemsize, gy > MAX_GRID_YZ)
-    runs = []
-    for y0, ny, z0, nz in grid_chunks(gy, B):
-        off = z0 * per * itemsize
-        total = nz * per
-        words = total * itemsize // word.itemsize
-        runs.append(((gx, ny, nz), (threads, 1, 1),
-                     ((src_ptr + off, words), (out_ptr + off, words), (src_ptr + off, total),
-                      (out_ptr + off, total), M, N, y0)))
-    return direct, runs
+def _tile_rows(itemsize, M):
+    """The grid's tile rows: trows words of `pack` src rows each."""
+    return cdiv(M, TILES[itemsize][0] * _words(itemsize)[1])
 
 
-def launch(src_ptr, out_ptr, B, M, N, itemsize, stream=0):
-    """Launch the kernel on raw pointers: src (B, M, N) at ``src_ptr``, out (B, N, M) at
-    ``out_ptr``, both C-contiguous, where :func:`applies_to` holds (the caller checked).
-
-    Any shape: where the tile rows or the batch exceed gridDim.y / gridDim.z (65535), the grid
-    is split into launches (:func:`_launches`). Shapes within the limits take one launch of
-    the plain kernel, as before."""
-    direct, runs = _launches(src_ptr, out_ptr, B, M, N, itemsize)
-    for grid, block, args in runs:
-        direct.launch(grid, block, stream, *args)
+def _args(src_ptr, out_ptr, count, M, N, tile_y0, itemsize):
+    """One launch's arguments for `count` elements of src and out."""
+    words = count * itemsize // _words(itemsize)[0].itemsize
+    return ((src_ptr, words), (out_ptr, words), (src_ptr, count), (out_ptr, count), M, N,
+            tile_y0)
 
 
-#: Argument positions of the src and out pointers in :func:`prepare`'s launch.
-SRC_ARGS, OUT_ARGS = (0, 2), (1, 3)
-
-
-def prepare(src_ptr, out_ptr, B, M, N, itemsize):
-    """:func:`launch`'s launch as a :class:`~numba_tma.launch.PreparedLaunch`, for calls that
-    repeat the shape on other buffers (pointers at ``SRC_ARGS``/``OUT_ARGS``, with the same
-    16-byte alignment, since :func:`applies_to` depends on it); None where the shape needs more
-    than one launch."""
-    direct, runs = _launches(src_ptr, out_ptr, B, M, N, itemsize)
-    if len(runs) > 1:
-        return None
-    grid, block, args = runs[0]
-    return direct.prepare(grid, block, *args)
+#: What ``transpose()`` launches on raw pointers (the src pointer at arguments 0 and 2, the out
+#: pointer at 1 and 3, with the same 16-byte alignment on a repeated layout, since
+#: :func:`applies_to` depends on it).
+LAUNCHER = TransposeLauncher("transpose_vec", TILES, _build, _tile_rows, _args,
+                             src_args=(0, 2), out_args=(1, 3))

@@ -2,8 +2,8 @@
 
 Seed 004 (``004_9575a841adb7a051.txt``, "GEMM优化1:使用 CuTe 实现一个 naive GEMM": BM = BN = 64,
 BK = 16, TM = TN = 8, slice-k, with its bank-conflict analysis). On a GPU,
-tests/gpu/test_simt_gemm.py prints the "large" configuration's TFLOP/s at 4096^3 against cuBLAS
-fp32; no committed result under ``benches/results`` times it.
+tests/gpu/test_simt_gemm.py prints the "large" configuration's speed at 4096^3 against cuBLAS
+fp32 (no committed result times it: ``docs/gemm.md``).
 
 No tensor cores, no inline PTX: the classic CUDA-core GEMM the seed builds with CuTe (block tile
 BM x BN, slice-k over BK-deep slices staged in shared memory, each thread a TM x TN micro-tile of

@@ -11,22 +11,21 @@ any batch B (on ``gridDim.z``, or folded into the tile index), and any element s
 is built by a ``functools.cache``d factory keyed by the numpy dtype, so shared tiles have constant
 shapes and a constant element type.
 
-The ladder (``LADDER`` keeps this order; every value is a launcher ``fn(src, out, stream=0)``),
-with its H100 figure at 32768^2 fp32 (``benches/results/transpose-h100.json``, one run: % of a
-device copy's 3028 GB/s):
+The ladder (``LADDER`` keeps this order; every value is a launcher ``fn(src, out, stream=0)``;
+what each rung ran on the H100: ``docs/transpose.md``):
 
-====================  ====================================================================  ====
-``v1_naive``          one thread per element: coalesced writes, reads strided by N          51.1
-``v2_smem``           32x32 shared tile: both global sides coalesced; 32-way conflicts      49.3
-``v3_rotate``         v2 with the tile rotated ``smem[lx][(lx + ly) % 32]``: no conflicts  66.9
-``v3_padded``         v2 with a 32x33 tile: the textbook fix, for comparison                67.2
-``v4_double_buffer``  one block walks 4 tiles through 2 buffers, one sync per tile          59.6
-``v5_64x32``          64x32 tiles: half the syncs (and blocks) per element                  67.6
-``v6_packed``         8-byte words, k x k register transposes, 16 KiB tiles (kernels/)      92.5
-``v6_persistent``     v6_packed on a resident grid, next tile prefetched (kernels/)         92.0
-====================  ====================================================================  ====
+====================  ====================================================================
+``v1_naive``          one thread per element: coalesced writes, reads strided by N
+``v2_smem``           32x32 shared tile: both global sides coalesced; 32-way conflicts
+``v3_rotate``         v2 with the tile rotated ``smem[lx][(lx + ly) % 32]``: no conflicts
+``v3_padded``         v2 with a 32x33 tile: the textbook fix, for comparison
+``v4_double_buffer``  one block walks 4 tiles through 2 buffers, one sync per tile
+``v5_64x32``          64x32 tiles: half the syncs (and blocks) per element
+``v6_packed``         8-byte words, k x k register transposes, 16 KiB tiles (kernels/)
+``v6_persistent``     v6_packed on a resident grid, next tile prefetched (kernels/)
+====================  ====================================================================
 
-(Past the ladder, the shipped ``v7_vec16`` reaches 96.2 and ``v8_sector`` 94.6 on the same run.)
+Past the ladder, the shipped ``v7_vec16`` and ``v8_sector`` (:mod:`numba_tma.kernels`).
 
 Banks with narrow or wide elements (32 banks x 4 bytes; the seed's analysis assumes 4 bytes).
 Worst conflict degree of the column write, over all rows (``_bank_conflicts`` models it; the CPU

@@ -12,12 +12,12 @@ M and N work, as long as both maps are legal: rows of ``src`` and ``out`` (N and
 be multiples of 16 bytes. The public ``numba_tma.transpose`` falls back to the classic kernels when
 they are not.
 
-The ladder (each docstring says what changed and what it buys), with its H100 figure at 32768^2
-fp32 (``benches/results/transpose-h100.json``, one run: % of a device copy's 3028 GB/s):
-  tma_naive       seed 000's first version: a 32x32 tile per block, no swizzle           32.0
-  tma_swizzle128  the same with 128B-swizzled tiles and the swizzle index math           51.7
-  tma_batched     128B swizzle, each thread moves 8 elements                             93.6
-  tma_pipelined   persistent blocks, a ring of TMA loads in flight, 16-byte shared       92.3
+The ladder (each docstring says what changed; what each rung ran on the H100:
+``docs/transpose.md``):
+  tma_naive       seed 000's first version: a 32x32 tile per block, no swizzle
+  tma_swizzle128  the same with 128B-swizzled tiles and the swizzle index math
+  tma_batched     128B swizzle, each thread moves 8 elements
+  tma_pipelined   persistent blocks, a ring of TMA loads in flight, 16-byte shared
                   accesses in bank-conflict-free 16x16-byte micro-tiles, double-buffered
                   TMA stores; any element size (1, 2, 4, 8 bytes)
 
@@ -185,9 +185,8 @@ def tma_batched(src, out, stream=0):
     """+ thread batching: 128 threads, 8 elements each, so fewer threads wait per tile and more
     independent shared-memory operations are in flight: each thread issues its 8 reads before
     its 8 writes. With the seed's launch, batches of 4, 16 and 32 measured slower than 8 (side
-    runs); 16-byte reads (2 LDS.128 for the 8) made no difference. With the launch of
-    ``_seed_launch`` it runs 32768^2 fp32 at 93.6% of copy
-    (``benches/results/transpose-h100.json``)."""
+    runs); 16-byte reads (2 LDS.128 for the 8) made no difference. It is launched by
+    ``_seed_launch``, as the other seed kernels."""
     _seed_launch("tma_batched", _swizzled_kernel(SEED_BATCH), SEED_TILE * SEED_TILE // SEED_BATCH,
                  128, src, out, stream)
 
@@ -198,8 +197,8 @@ def tma_batched(src, out, stream=0):
 # as KJ TMA boxes (one per 128-byte column strip) and stored as KI boxes. (KI, KJ, stages, out
 # buffers) per element size; the ring lives in dynamic shared memory (up to 227 KB). Chosen with
 # benches/transpose_tune.py at 32768^2 fp32 on the H100 (side runs): more sub-tiles per tile paid,
-# up to 4x2; stages beyond 2, the supertile shape and L2 promotion barely moved it. 4x2 in
-# benches/results/transpose-h100.json: 92.3% of copy.
+# up to 4x2; stages beyond 2, the supertile shape and L2 promotion barely moved it (what it
+# runs at: docs/transpose.md).
 PIPELINE = {1: (2, 1, 3, 2), 2: (2, 2, 2, 2), 4: (4, 2, 2, 2), 8: (4, 2, 4, 2)}
 # Tiles are visited in supertiles of GROUP_I x GROUP_J tiles (column-major inside), so the tiles
 # in flight at once cover a patch of the matrix: long runs of each input row *and* output row.

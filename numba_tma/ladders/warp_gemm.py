@@ -4,8 +4,8 @@
 Seed 002 (``002_00dfcadf9f73ff5b.txt``, "高性能计算-CUDA-mma-PTX": wmma + shared memory, wmma +
 padding, mma.sync + ldmatrix(.trans) + stmatrix, and mma with an XOR swizzle<3,1,3>). The
 figures are bank conflicts, not speed (one warp, one tile): the table's model numbers match
-ncu's counters on the H100 for the plain and padded rungs (``benches/results/
-warp-gemm-banks-h100.txt``: ld 12/28 and st 4/16 conflicts/wavefronts plain, 0 padded).
+ncu's counters on the H100 for the plain and padded rungs (``benches/warp_gemm_banks.py``; the
+counts it read: ``docs/gemm.md``).
 
 ``gemm_16x16`` (the main loop): A and B staged in shared memory, each 16-deep step loads A with
 ``ldmatrix.x4`` and B with ``ldmatrix.x4.trans`` and issues two m16n8k16 mmas into 8 f32

@@ -83,9 +83,9 @@ class DirectKernel:
 
     Why: a ``kernel[grid, block](*arrays)`` launch types every argument and marshals numba array
     objects on every call (many times the driver's own launch cost), and numba-cuda cannot
-    cache kernels that link ``.cu`` files, so every process compiled them again
-    (``benches/results/host-h100.txt``: a first ``transpose()`` 1.4 s and ``matmul()`` 3.6 s
-    in a fresh process, 0.016 / 0.005 s once cached). Here a launch packs the words numba's marshalling would produce (an array
+    cache kernels that link ``.cu`` files, so every process compiled them again (the figures:
+    ``docs/host.md`` and ``docs/compile.md``). Here a launch packs the words numba's
+    marshalling would produce (an array
     is ``meminfo, parent, nitems, itemsize, data, shape..., strides...``) and calls the driver,
     and the function comes from a cubin loaded from disk when one was built before.
 
@@ -245,7 +245,7 @@ class DirectKernel:
         (what a launch on such a GPU would load instead of compiling)."""
         from .. import kernel_cache
 
-        key_text = self._key_text(kernel_cache, _offline()._parse_arch(arch))
+        key_text = self._key_text(kernel_cache, _offline().toolchain._parse_arch(arch))
         return self._from_disk(kernel_cache, key_text) is not None
 
     def precompile(self, arch="sm_90a"):
@@ -255,7 +255,7 @@ class DirectKernel:
         kernels. ValueError when the cache is off or the kernel needs numba's launch path."""
         from .. import kernel_cache
 
-        cc = _offline()._parse_arch(arch)
+        cc = _offline().toolchain._parse_arch(arch)
         key_text = self._key_text(kernel_cache, cc)
         if key_text is None:
             raise ValueError("precompile: the kernel cache is off (cache=False or "

@@ -83,7 +83,7 @@ def test_direct_launch(name, through_numba):
     src = cuda.to_device(a)
     out = cuda.to_device(random_array((2, 320, 128), np.float32))
     transpose(src, out, kernel=name)
-    direct = module._direct(4)[0]
+    direct = module.LAUNCHER.direct(4)
     assert direct._native is True
     if through_numba:
         direct._native = False
