@@ -128,17 +128,22 @@ def choose_kernel(src, out):
 
 
 class _Repeat(NamedTuple):
-    """A cached v7/v8 launch for one layout: new buffers of that layout only patch pointers."""
+    """A cached v7/v8 launch for one layout: new buffers of that layout only patch pointers.
+    ``pointers``: the (src, out) addresses the launch holds now (patched only when they
+    change; read and written under ``prepared.lock``)."""
     prepared: Any
     src_args: tuple
     out_args: tuple
     nbytes: int
+    pointers: list
 
 
 #: transpose() remembers the launches of its last layouts, keyed by the CUDA context, the forced
 #: kernel name, each operand's shape, strides, dtype and device, and each address modulo 128 (the
 #: kernels' choice and v8's arguments depend on it): a repeated call checks only that src and
-#: out do not overlap, then patches the two pointers and launches.
+#: out do not overlap, then patches the two pointers and launches. A torch ``src`` without
+#: ``out`` is keyed by ``src`` alone: torch allocates the new ``out`` (C-contiguous, ``src``'s
+#: dtype and device), so its layout follows from ``src``'s and it cannot overlap ``src``.
 REPEAT_CACHE_SIZE = 64
 _repeats = BoundedCache(REPEAT_CACHE_SIZE)
 
@@ -166,8 +171,14 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     if device is not None:
         with cuda.gpus[device]:         # the operands decide where the call runs, as in torch
             return transpose(src, out, kernel=kernel, stream=stream)
+    if out is None and type(src) in _TORCH_TENSORS and not numba_config.ENABLE_CUDASIM:
+        return _transpose_torch(src, kernel, stream)
     ks = operand_key(src)
     if ks is not None and not numba_config.ENABLE_CUDASIM:
+        if out is None and hasattr(src, "new_empty") and len(ks[1]) in (2, 3) \
+                and ks[-1] >= 0:
+            _TORCH_TENSORS.add(type(src))           # (a torch CUDA tensor: the path below)
+            return _transpose_torch(src, kernel, stream)
         handle = ctx = None
         if out is None and len(ks[1]) in (2, 3) and _allocates_cheaply(src):
             shape = ks[1]
@@ -186,15 +197,51 @@ def transpose(src, out=None, *, kernel=None, stream=None):
             if hit is not None:
                 s_ptr, o_ptr, n = ks[0], ko[0], hit.nbytes
                 if not (s_ptr < o_ptr + n and o_ptr < s_ptr + n):
-                    with hit.prepared.lock:
-                        for i in hit.src_args:
-                            hit.prepared.set_pointer(i, s_ptr)
-                        for i in hit.out_args:
-                            hit.prepared.set_pointer(i, o_ptr)
-                        hit.prepared(call_stream(stream, src) if handle is None else handle)
+                    _relaunch(hit, s_ptr, o_ptr,
+                              call_stream(stream, src) if handle is None else handle)
                     return out
             return _transpose(src, out, kernel, stream, key)
     return _transpose(src, out, kernel, stream, None)
+
+
+#: The torch tensor types transpose(src) without out has seen: their repeat path reads what
+#: the key needs straight from the tensor.
+_TORCH_TENSORS = set()
+
+
+def _transpose_torch(src, kernel, stream):
+    """transpose(src) of a torch CUDA tensor on the launch device, out allocated by torch as
+    ``x.t().contiguous()`` does; a repeated layout's launch is reused. The key is
+    :func:`operand_key`'s, read once: each torch accessor costs a Python binding call."""
+    shape = src.shape
+    dev = src.get_device()
+    if len(shape) not in (2, 3) or dev < 0:
+        return _transpose(src, None, kernel, stream, None)      # (its checks report it)
+    handle = call_stream(stream, src)
+    ctx = context_id_or_none()
+    out = src.new_empty((*shape[:-2], shape[-1], shape[-2]))
+    if ctx is None:
+        return _transpose(src, out, kernel, stream, None)
+    s_ptr, o_ptr = src.data_ptr(), out.data_ptr()
+    key = (ctx, kernel, (shape, src.stride(), src.dtype, dev), s_ptr % 128, o_ptr % 128)
+    hit = _repeats.get(key)
+    if hit is None:
+        return _transpose(src, out, kernel, stream, key)
+    _relaunch(hit, s_ptr, o_ptr, handle)
+    return out
+
+
+def _relaunch(hit, s_ptr, o_ptr, handle):
+    """Launch a cached layout's kernel on the buffers at ``s_ptr`` and ``o_ptr``."""
+    prepared = hit.prepared
+    with prepared.lock:
+        if hit.pointers[0] != s_ptr or hit.pointers[1] != o_ptr:
+            for i in hit.src_args:
+                prepared.set_pointer(i, s_ptr)
+            for i in hit.out_args:
+                prepared.set_pointer(i, o_ptr)
+            hit.pointers[:] = s_ptr, o_ptr
+        prepared(handle)
 
 
 def _allocates_cheaply(x):
@@ -251,7 +298,7 @@ def _transpose(src, out, kernel, stream, key):
         direct_launcher.launch(s.ptr, o.ptr, B, M, N, s.itemsize, handle)
         return out
     entry = _Repeat(prepared, direct_launcher.src_args, direct_launcher.out_args,
-                    B * M * N * s.itemsize)
+                    B * M * N * s.itemsize, [s.ptr, o.ptr])
     _repeats.put(key, entry)
     prepared(handle)
     return out

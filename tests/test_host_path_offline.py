@@ -478,7 +478,7 @@ def test_dependent_launch_configs():
 
 
 def test_dependent_launches_are_the_default(monkeypatch):
-    from numba_tma.matmul_api import dependent_launches
+    from numba_tma.kernels.gemm.plan import dependent_launches
 
     monkeypatch.delenv("NUMBA_TMA_DEPENDENT_LAUNCH", raising=False)
     assert dependent_launches()

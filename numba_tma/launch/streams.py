@@ -2,6 +2,9 @@
 stream, numba's view of it, the current context's id (part of every cache key that outlives a
 context), and whether a stream is being captured into a CUDA graph."""
 
+import ctypes
+import threading
+
 from numba import cuda
 from cuda.bindings import driver as _cudrv
 
@@ -52,13 +55,44 @@ def numba_stream(stream):
     return cuda.external_stream(stream_handle(stream))
 
 
+_raw_ctx_id = []          # [ctypes cuCtxGetId], or [False] where it cannot be had
+_ctx_out = threading.local()        # each thread's out-parameter for it
+
+
+def _raw_context_id():
+    """``cuCtxGetId`` as a ctypes function from the driver's own table, or None: every public
+    call reads the context id, and cuda-python's wrapper costs several times the driver call.
+    Not cached while the driver cannot answer yet (before its initialisation)."""
+    if not _raw_ctx_id:
+        try:
+            err, pfn, _ = _cudrv.cuGetProcAddress(
+                b"cuCtxGetId", 12000, _cudrv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)
+        except Exception:       # no driver, or another cuda-python: its own wrapper serves
+            _raw_ctx_id.append(False)
+            return None
+        if err != _cudrv.CUresult.CUDA_SUCCESS or not int(pfn):
+            return None
+        _raw_ctx_id.append(ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                                            ctypes.POINTER(ctypes.c_ulonglong))(int(pfn)))
+    return _raw_ctx_id[0] or None
+
+
 def context_id():
     """The current CUDA context's unique id (``cuCtxGetId``: never reused in a process, unlike
     the context's address after ``numba.cuda.close()``), making numba's context current first
     when none is. Cache keys that outlive a context include it."""
-    err, ident = _cudrv.cuCtxGetId(None)
-    if err == _cudrv.CUresult.CUDA_SUCCESS:
-        return int(ident)
+    raw = _raw_ctx_id[0] if _raw_ctx_id else _raw_context_id()
+    if raw:
+        out = getattr(_ctx_out, "pair", None)
+        if out is None:
+            value = ctypes.c_ulonglong()
+            out = _ctx_out.pair = (value, ctypes.byref(value))
+        if raw(None, out[1]) == 0:
+            return out[0].value
+    else:
+        err, ident = _cudrv.cuCtxGetId(None)
+        if err == _cudrv.CUresult.CUDA_SUCCESS:
+            return int(ident)
     cuda.current_context()                 # no current context yet: numba's primary one
     return int(_check(_cudrv.cuCtxGetId(None), "cuCtxGetId"))
 

@@ -466,6 +466,7 @@ def test_every_launch_cache_is_keyed_by_the_context(monkeypatch):
     import importlib
 
     from numba_tma import launch as launch_module
+    from numba_tma.kernels.gemm import plan as gemm_plan
     from numba_tma.launch import direct as launch_direct, streams as launch_streams
     from numba_tma.tensormap import cache as tensormap_cache
 
@@ -480,7 +481,8 @@ def test_every_launch_cache_is_keyed_by_the_context(monkeypatch):
     numba_tma.transpose(x, xt)
     real = launch_module.context_id()
     fake = lambda: real + (1 << 40)                              # noqa: E731
-    for module in (launch_module, launch_streams, launch_direct, mm, tr, tensormap_cache):
+    for module in (launch_module, launch_streams, launch_direct, mm, tr, tensormap_cache,
+                   gemm_plan):
         if hasattr(module, "context_id"):
             monkeypatch.setattr(module, "context_id", fake)
     monkeypatch.setattr(launch_module, "context_id", fake)
