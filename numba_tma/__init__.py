@@ -45,6 +45,9 @@ from .matmul_api import matmul
 from .transpose_api import transpose
 from ._arrays import release_outputs
 from ._device import NoGPUError
+from . import _address_space
+
+_address_space.install()        # intrinsic operands in the wrong address space fail to compile
 
 # Imported on first use: neither is needed to build or launch a kernel, and the bench toolkit
 # sits above the public API (docs/architecture.md).

@@ -1,0 +1,194 @@
+"""Compile-time errors for an intrinsic operand in the wrong address space.
+
+numba-cuda types ``cuda.shared.array``, ``cuda.local.array`` and a kernel's array parameters
+alike (``Array``): the address space is known only when the IR is lowered, and an intrinsic's
+typing sees types alone. So the check runs on the calling function's IR, after type inference
+(a numba-cuda "after-inference" rewrite that rewrites nothing): for each call of a numba_tma
+intrinsic it follows an array operand back through slices and copies to where it was made, and
+raises a ``TypingError`` naming the intrinsic and the argument where that place cannot be the
+operand's space:
+
+- a shared-memory operand (a barrier, a TMA destination or source, an ``ldmatrix`` tile, a wgmma
+  descriptor's tile, ...) made by ``cuda.local.array`` (thread-local memory), or, in a kernel,
+  one of the kernel's array parameters (global memory);
+- a global-memory operand (a bulk copy's global side) made by ``cuda.shared.array`` or
+  ``cuda.local.array``.
+
+An operand that arrives as a device function's parameter is not judged there (its caller may
+pass either). The check reaches into numba-cuda in one place, :func:`install` (its rewrite
+registry and, to tell a kernel from a device function, the frames of its compile calls); the
+numba-cuda-mlir front end will need its own form of it.
+"""
+
+import sys
+
+__all__ = ["install", "OPERANDS"]
+
+SHARED, GLOBAL = "shared", "global"
+
+
+def _table():
+    """``{intrinsic function: {argument position: (argument name, space)}}``."""
+    from . import bulk, cluster, mbarrier, smem, tma, warp, wgmma
+
+    spaces = {
+        mbarrier.init: {"bar": SHARED}, mbarrier.inval: {"bar": SHARED},
+        mbarrier.arrive: {"bar": SHARED}, mbarrier.arrive_expect_tx: {"bar": SHARED},
+        mbarrier.expect_tx: {"bar": SHARED}, mbarrier.try_wait: {"bar": SHARED},
+        mbarrier.test_wait: {"bar": SHARED}, mbarrier.wait: {"bar": SHARED},
+        mbarrier.wait_bounded: {"bar": SHARED}, mbarrier.init_block: {"bars": SHARED},
+        tma.load: {"dst": SHARED, "bar": SHARED}, tma.load_tile: {"dst": SHARED, "bar": SHARED},
+        tma.load_multicast: {"dst": SHARED, "bar": SHARED},
+        tma.load_im2col: {"dst": SHARED, "bar": SHARED},
+        tma.store: {"src": SHARED}, tma.store_async: {"src": SHARED},
+        tma.store_tile: {"src": SHARED}, tma.reduce: {"src": SHARED},
+        tma.reduce_tile: {"src": SHARED},
+        bulk.copy_global_to_shared: {"dst": SHARED, "src": GLOBAL, "bar": SHARED},
+        bulk.load: {"dst": SHARED, "src": GLOBAL, "bar": SHARED},
+        bulk.copy_shared_to_global: {"dst": GLOBAL, "src": SHARED},
+        bulk.reduce: {"dst": GLOBAL, "src": SHARED}, bulk.prefetch: {"src": GLOBAL},
+        warp.ldmatrix: {"tile": SHARED}, warp.stmatrix: {"tile": SHARED},
+        smem.load_v4: {"src": SHARED}, smem.store_v4: {"dst": SHARED},
+        smem.shared_address: {"arr": SHARED}, smem.aligned_offset: {"arr": SHARED},
+        cluster.map_shared: {"arr": SHARED}, cluster.mbarrier_arrive: {"bar": SHARED},
+        cluster.mbarrier_arrive_cta: {"bar": SHARED}, cluster.mbarrier_try_wait: {"bar": SHARED},
+        cluster.mbarrier_wait: {"bar": SHARED}, cluster.mbarrier_wait_bounded: {"bar": SHARED},
+        wgmma.descriptor: {"tile": SHARED},
+    }
+    table = {}
+    for fn, names in spaces.items():
+        params = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+        table[fn] = {params.index(name): (name, space) for name, space in names.items()}
+    return table
+
+
+OPERANDS = {}           # filled by install(): _table()
+
+_LOCAL, _SHARED_ARRAY, _KERNEL_ARG = "cuda.local.array", "cuda.shared.array", "kernel parameter"
+
+
+def _value(func_ir, var, depth=0):
+    """The Python object a variable names, where it is a global, a free variable or a chain of
+    attributes of one (``cuda.local.array``); None otherwise."""
+    if depth > 8:
+        return None
+    try:
+        node = func_ir.get_definition(var)
+    except Exception:
+        return None
+    kind = type(node).__name__             # (numba's and numba-cuda's IR classes alike)
+    if kind in ("Global", "FreeVar"):
+        return node.value
+    if kind == "Expr" and node.op == "getattr":
+        owner = _value(func_ir, node.value, depth + 1)
+        return None if owner is None else getattr(owner, node.attr, None)
+    return None
+
+
+def _origin(func_ir, var, in_kernel, depth=0):
+    """Where an array operand was made: ``cuda.local.array``, ``cuda.shared.array``, a kernel
+    parameter (in a kernel), or None (unknown, or a device function's parameter)."""
+    from numba import cuda
+
+    if depth > 32:
+        return None
+    try:
+        node = func_ir.get_definition(var)
+    except Exception:
+        return None
+    kind = type(node).__name__
+    if kind == "Var":
+        return _origin(func_ir, node, in_kernel, depth + 1)
+    if kind == "Arg":
+        return _KERNEL_ARG if in_kernel else None
+    if kind == "Expr":
+        if node.op in ("getitem", "static_getitem"):        # a slice or view of an array
+            return _origin(func_ir, node.value, in_kernel, depth + 1)
+        if node.op == "call":
+            fn = _value(func_ir, node.func)
+            if fn is cuda.local.array:
+                return _LOCAL
+            if fn is cuda.shared.array:
+                return _SHARED_ARRAY
+    return None
+
+
+def _compiling_a_kernel():
+    """Whether numba-cuda is compiling a kernel (not a device function): the nearest of its
+    compile frames on the stack says so (numba-cuda 0.30's ``CUDADispatcher.compile_device``,
+    ``_Kernel.__init__``, and the ``numba.cuda.compiler`` functions taking ``device=``, as
+    ``cuda.compile`` does)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "compile_device":
+            return False
+        if code.co_name == "__init__" and type(frame.f_locals.get("self")).__name__ == "_Kernel":
+            return True
+        if frame.f_globals.get("__name__") == "numba.cuda.compiler":
+            device = frame.f_locals.get("device")
+            if isinstance(device, bool):
+                return not device
+        frame = frame.f_back
+    return False
+
+
+_WRONG = {
+    (SHARED, _LOCAL): "is a cuda.local.array (thread-local memory); it must be shared memory: "
+                      "a cuda.shared.array (or a slice of one)",
+    (SHARED, _KERNEL_ARG): "is a kernel parameter (global memory); it must be shared memory: "
+                           "a cuda.shared.array (or a slice of one)",
+    (GLOBAL, _LOCAL): "is a cuda.local.array (thread-local memory); it must be global memory "
+                      "(a device array passed to the kernel)",
+    (GLOBAL, _SHARED_ARRAY): "is a cuda.shared.array; it must be global memory (a device array "
+                             "passed to the kernel)",
+}
+
+
+def _check_block(func_ir, block, in_kernel):
+    from numba.core import errors
+
+    for stmt in block.body:
+        if not (type(stmt).__name__ == "Assign" and type(stmt.value).__name__ == "Expr"
+                and stmt.value.op == "call"):
+            continue
+        fn = _value(func_ir, stmt.value.func)
+        operands = OPERANDS.get(fn) if fn is not None else None
+        if not operands:
+            continue
+        args = stmt.value.args
+        for pos, (name, space) in operands.items():
+            kws = dict(stmt.value.kws)
+            arg = args[pos] if pos < len(args) else kws.get(name)
+            if arg is None:
+                continue
+            wrong = _WRONG.get((space, _origin(func_ir, arg, in_kernel)))
+            if wrong:
+                shown = name if arg.name in (name, "") or arg.name.startswith("$") \
+                    else f"{name} ({arg.name})"
+                raise errors.TypingError(
+                    f"{fn.__module__.rpartition('.')[2]}.{fn.__name__}: {shown} {wrong}",
+                    loc=stmt.loc)
+
+
+def install():
+    """Register the check with numba-cuda's after-inference rewrites (once)."""
+    if OPERANDS:
+        return
+    from numba.cuda.core import rewrites
+
+    OPERANDS.update(_table())
+
+    @rewrites.register_rewrite("after-inference")
+    class AddressSpaceCheck(rewrites.Rewrite):
+        """Raises on an intrinsic operand in the wrong address space; rewrites nothing."""
+
+        def __init__(self, state=None):
+            super().__init__(state)
+            self._in_kernel = None
+
+        def match(self, func_ir, block, typemap, calltypes):
+            if self._in_kernel is None:
+                self._in_kernel = _compiling_a_kernel()
+            _check_block(func_ir, block, self._in_kernel)
+            return False
