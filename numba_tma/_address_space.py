@@ -87,7 +87,7 @@ def _value(func_ir, var, depth=0):
 
 def _origin(func_ir, var, in_kernel, depth=0):
     """Where an array operand was made: ``cuda.local.array``, ``cuda.shared.array``, a kernel
-    parameter (in a kernel), or None (unknown, or a device function's parameter)."""
+    parameter (where ``in_kernel()``), or None (unknown, or a device function's parameter)."""
     from numba import cuda
 
     if depth > 32:
@@ -100,7 +100,7 @@ def _origin(func_ir, var, in_kernel, depth=0):
     if kind == "Var":
         return _origin(func_ir, node, in_kernel, depth + 1)
     if kind == "Arg":
-        return _KERNEL_ARG if in_kernel else None
+        return _KERNEL_ARG if in_kernel() else None
     if kind == "Expr":
         if node.op in ("getitem", "static_getitem"):        # a slice or view of an array
             return _origin(func_ir, node.value, in_kernel, depth + 1)
@@ -156,9 +156,8 @@ def _check_block(func_ir, block, in_kernel):
         operands = OPERANDS.get(fn) if fn is not None else None
         if not operands:
             continue
-        args = stmt.value.args
+        args, kws = stmt.value.args, dict(stmt.value.kws)
         for pos, (name, space) in operands.items():
-            kws = dict(stmt.value.kws)
             arg = args[pos] if pos < len(args) else kws.get(name)
             if arg is None:
                 continue
@@ -187,8 +186,13 @@ def install():
             super().__init__(state)
             self._in_kernel = None
 
-        def match(self, func_ir, block, typemap, calltypes):
+        def in_kernel(self):
+            # (asked only of an operand that is a parameter: the stack walk is then once per
+            # function compiled)
             if self._in_kernel is None:
                 self._in_kernel = _compiling_a_kernel()
-            _check_block(func_ir, block, self._in_kernel)
+            return self._in_kernel
+
+        def match(self, func_ir, block, typemap, calltypes):
+            _check_block(func_ir, block, self.in_kernel)
             return False

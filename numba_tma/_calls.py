@@ -91,9 +91,8 @@ def _is_numba_array_type(kind):
     return issubclass(kind, DeviceNDArrayBase)
 
 
-def operand_key(x):
-    """A hashable key of what the public ops' checks read of ``x``; None when ``x`` is not a CUDA
-    array of a known kind (the caller then takes its slow path, which reports the error)."""
+def _keyer_of(x):
+    """The key function of ``x``'s kind (decided once per type where the type decides)."""
     f = _keyers.get(type(x))
     if f is None:
         f = _keyer(x)
@@ -101,6 +100,18 @@ def operand_key(x):
             f = _cai_key if hasattr(x, "__cuda_array_interface__") else _no_key
         else:
             _keyers[type(x)] = f
+    return f
+
+
+def is_torch_tensor(x):
+    """Whether :func:`operand_key` reads ``x`` as a torch tensor."""
+    return _keyer_of(x) is _torch_key
+
+
+def operand_key(x):
+    """A hashable key of what the public ops' checks read of ``x``; None when ``x`` is not a CUDA
+    array of a known kind (the caller then takes its slow path, which reports the error)."""
+    f = _keyer_of(x)
     try:
         return f(x)
     except (AttributeError, TypeError, KeyError, RuntimeError):   # e.g. torch bf16 has no CAI

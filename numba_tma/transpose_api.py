@@ -26,7 +26,7 @@ from numba import config as numba_config
 from numba import cuda
 
 from ._arrays import allocate_like, numba_view
-from ._calls import BoundedCache, call_stream, operand_key
+from ._calls import BoundedCache, call_stream, is_torch_tensor, operand_key
 from ._device import HOPPER_CC, require_gpu
 from .kernels import transpose_sector, transpose_v6, transpose_vec
 from .kernels._grid import device_pointer
@@ -171,14 +171,10 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     if device is not None:
         with cuda.gpus[device]:         # the operands decide where the call runs, as in torch
             return transpose(src, out, kernel=kernel, stream=stream)
-    if out is None and type(src) in _TORCH_TENSORS and not numba_config.ENABLE_CUDASIM:
+    if out is None and is_torch_tensor(src) and not numba_config.ENABLE_CUDASIM:
         return _transpose_torch(src, kernel, stream)
     ks = operand_key(src)
     if ks is not None and not numba_config.ENABLE_CUDASIM:
-        if out is None and hasattr(src, "new_empty") and len(ks[1]) in (2, 3) \
-                and ks[-1] >= 0:
-            _TORCH_TENSORS.add(type(src))           # (a torch CUDA tensor: the path below)
-            return _transpose_torch(src, kernel, stream)
         handle = ctx = None
         if out is None and len(ks[1]) in (2, 3) and _allocates_cheaply(src):
             shape = ks[1]
@@ -204,25 +200,24 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     return _transpose(src, out, kernel, stream, None)
 
 
-#: The torch tensor types transpose(src) without out has seen: their repeat path reads what
-#: the key needs straight from the tensor.
-_TORCH_TENSORS = set()
-
-
 def _transpose_torch(src, kernel, stream):
-    """transpose(src) of a torch CUDA tensor on the launch device, out allocated by torch as
+    """transpose(src) of a torch tensor on the launch device, out allocated by torch as
     ``x.t().contiguous()`` does; a repeated layout's launch is reused. The key is
-    :func:`operand_key`'s, read once: each torch accessor costs a Python binding call."""
-    shape = src.shape
-    dev = src.get_device()
-    if len(shape) not in (2, 3) or dev < 0:
+    :func:`operand_key`'s, read once: each torch accessor costs a Python binding call. A CPU
+    tensor or another rank goes to the checks, which report it."""
+    try:                                # (as operand_key: a tensor without these has no key)
+        shape, dev, s_ptr = src.shape, src.get_device(), src.data_ptr()
+        new_empty = src.new_empty
+    except (AttributeError, TypeError, RuntimeError):
+        dev = -1
+    if dev < 0 or len(shape) not in (2, 3):
         return _transpose(src, None, kernel, stream, None)      # (its checks report it)
     handle = call_stream(stream, src)
     ctx = context_id_or_none()
-    out = src.new_empty((*shape[:-2], shape[-1], shape[-2]))
+    out = new_empty((*shape[:-2], shape[-1], shape[-2]))
     if ctx is None:
         return _transpose(src, out, kernel, stream, None)
-    s_ptr, o_ptr = src.data_ptr(), out.data_ptr()
+    o_ptr = out.data_ptr()
     key = (ctx, kernel, (shape, src.stride(), src.dtype, dev), s_ptr % 128, o_ptr % 128)
     hit = _repeats.get(key)
     if hit is None:

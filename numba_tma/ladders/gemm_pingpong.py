@@ -95,5 +95,5 @@ def _kernel(cfg, spec):
                                       col0, m, n, alpha, beta, words, old, boxes, loads)
             s, passes = skip_slots(s, passes, num_k)
 
-    return persistent_kernel(cfg, spec, consume, empty_arrivals=CONSUMER_WARPS // 2,
+    return persistent_kernel(cfg, F, consume, empty_arrivals=CONSUMER_WARPS // 2,
                              init_extra=_init_turns)

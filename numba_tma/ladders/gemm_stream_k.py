@@ -258,4 +258,4 @@ def _kernel(cfg, spec):
                     cuda.atomic.exch(flags, cid, 1)
             it += k1 - k0
 
-    return persistent_kernel(cfg, spec, consume, produce_more=sk_produce, stream_k=True)
+    return persistent_kernel(cfg, F, consume, produce_more=sk_produce, stream_k=True)

@@ -66,9 +66,11 @@ def _nothing_more(a_map, b_map, tiles, full, empty, cid, nclusters, dp_units, sk
     return s, passes
 
 
-def persistent_kernel(cfg, spec, consume, *, empty_arrivals=CONSUMER_WARPS, init_extra=None,
+def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_extra=None,
                       produce_more=None, stream_k=False):
-    """The ``@cuda.jit`` persistent kernel of ``cfg`` for ``spec`` around the variant's
+    """The ``@cuda.jit`` persistent kernel of ``cfg`` from the variant's parts ``F``
+    (:func:`persistent_parts`; the frame takes only the ring, the raster and the shared-memory
+    layout of them, the same for every ``whole`` and ``turns``) around the variant's
     ``consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units, sk_iters,
     num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags)``, run by every consumer
     thread (``c`` its warpgroup 0 or 1, ``ct`` its thread 0..255, ``cw`` its warp 0..7,
@@ -80,7 +82,6 @@ def persistent_kernel(cfg, spec, consume, *, empty_arrivals=CONSUMER_WARPS, init
     producer's loads after the whole tiles (as ``_nothing_more``); ``stream_k``: the kernel
     also takes ``(ws, flags, dp_units, sk_iters)``, a workspace, flags and the split (else
     every unit is taken whole)."""
-    F = persistent_parts(cfg, spec)
     S, CM, NBUF = cfg.stages, cfg.cluster_m, cfg.c_buffers
     BAR_BYTES, RING_BYTES = F.BAR_BYTES, F.RING_BYTES
     views, tile_origin = F.views, F.tile_origin

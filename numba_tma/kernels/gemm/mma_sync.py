@@ -19,7 +19,6 @@ which one lane stores with TMA (clipped at the edges).
 
 import dataclasses
 import functools
-import math
 
 import numpy as np
 from numba import cuda
@@ -30,7 +29,7 @@ from .config import SIGNATURE, KernelSpec
 from .ring import BK, SPAN, barrier_setup, ring, shared_views, slice_loader
 from .scheduler import raster
 
-__all__ = ["GemmConfig", "DEFAULT_CONFIG", "smem_bytes", "grid_size", "WARP_TILE", "ACC"]
+__all__ = ["GemmConfig", "DEFAULT_CONFIG", "smem_bytes", "WARP_TILE", "ACC"]
 
 WARP_TILE = 64               # each warp computes a 64 x 64 tile of C
 BOX16 = WARP_TILE * SPAN     # a 64 x 64 box of 16-bit elements: 8 KiB
@@ -58,7 +57,8 @@ class GemmConfig:
     group_m: int = 8
     cluster_m: int = 1
 
-    #: host-side fields and launch hooks, as WgmmaConfig's
+    #: host-side fields and launch hooks, as WgmmaConfig's (one block per tile, no pair along
+    #: N: scheduler.grid_size sizes its grid as it does WgmmaConfig's)
     signature = SIGNATURE
     extra_argtypes = ()
     persistent = False
@@ -113,12 +113,6 @@ def smem_bytes(cfg, out_itemsize):
     ring_bytes = cfg.stages * (cfg.bm + cfg.bn) * SPAN
     c_tile = cfg.warps * WARP_TILE * WARP_TILE * out_itemsize
     return 8 * (2 * cfg.stages + cfg.warps) + SWIZZLE_ALIGN + max(ring_bytes, c_tile)
-
-
-def grid_size(m, n, cfg):
-    """Blocks to launch: one per tile, the tile rows rounded up to whole clusters."""
-    units_m = math.ceil(math.ceil(m / cfg.bm) / cfg.cluster_m)
-    return units_m * cfg.cluster_m * math.ceil(n / cfg.bn)
 
 
 DEFAULT_CONFIG = GemmConfig()

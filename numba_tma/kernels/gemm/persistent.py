@@ -50,4 +50,4 @@ def kernel(cfg, spec):
             boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
                                       col0, m, n, alpha, beta, words, old, boxes, loads)
 
-    return persistent_kernel(cfg, spec, consume)
+    return persistent_kernel(cfg, F, consume)

@@ -111,4 +111,4 @@ def kernel(cfg, spec):
                 boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n, boxes,
                                      words, j)
 
-    return persistent_kernel(cfg, spec, consume)
+    return persistent_kernel(cfg, F, consume)

@@ -21,7 +21,6 @@ from .choose import SHIPPED_CONFIGS
 from .config import SLAB_ROWS, KernelSpec, smem_bytes
 from .epilogue import box_columns
 from .mma_sync import WARP_TILE, GemmConfig
-from .mma_sync import grid_size as mma_sync_grid
 from .mma_sync import smem_bytes as mma_sync_smem
 from .ring import BK
 from .scheduler import grid_size, tile_counts
@@ -162,12 +161,9 @@ class LaunchPlan:
         self.spans = tuple(v.size * v.dtype.itemsize for v in (plan.a, plan.b, plan.out))
         tiles_m, tiles_n = tile_counts(plan.m, plan.n, cfg)
         self.sizes = (plan.m, plan.n, plan.k, tiles_m, tiles_n)
-        if isinstance(cfg, GemmConfig):
-            grid = mma_sync_grid(plan.m, plan.n, cfg)
-        else:
-            resident = (_resident_blocks(self.direct, cfg, self.nbytes, ctx)
-                        if cfg.persistent else None)
-            grid = grid_size(plan.m, plan.n, cfg, resident)
+        resident = (_resident_blocks(self.direct, cfg, self.nbytes, ctx) if cfg.persistent
+                    else None)
+        grid = grid_size(plan.m, plan.n, cfg, resident)
         self.grid, self.block = (grid, 1, 1), (cfg.threads, 1, 1)
         size = cfg.cluster_m * cfg.cluster_n
         self.cluster = None if size == 1 else (size, 1, 1)

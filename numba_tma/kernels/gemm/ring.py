@@ -40,6 +40,20 @@ ATOM = 64                    # elements in one swizzled row: a K x 64 box of an 
 ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
 
 
+@functools.cache
+def _box_loader(ctas):
+    """``load(dst, desc, coords, bar)``: a TMA tile load into this CTA (``ctas`` 1), or into
+    every CTA of a cluster of ``ctas`` (multicast)."""
+    if ctas == 1:
+        return tma.load
+    mask = (1 << ctas) - 1
+
+    @inline_device
+    def load(dst, desc, coords, bar):
+        tma.load_multicast(dst, desc, coords, bar, mask)
+    return load
+
+
 @functools.cache        # one loader for every kernel of the same slot geometry
 def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1):
     """``load(a_map, b_map, tiles, bar, off, kt, row0, col0, rank)``: arm ``bar`` for the slot's
@@ -51,22 +65,7 @@ def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1):
     a_part_boxes = bm // ATOM // cn
     b_part_rows = bn // cm
     b_part_boxes = bn // ATOM // cm
-    mask = (1 << cm) - 1
-
-    if cm == 1:
-        load_b = tma.load
-    else:
-        @inline_device
-        def load_b(dst, desc, coords, bar):
-            tma.load_multicast(dst, desc, coords, bar, mask)
-    if cn == 1:
-        load_a = tma.load
-    else:
-        a_mask = (1 << cn) - 1
-
-        @inline_device
-        def load_a(dst, desc, coords, bar):
-            tma.load_multicast(dst, desc, coords, bar, a_mask)
+    load_a, load_b = _box_loader(cn), _box_loader(cm)     # a pair along N shares A, along M B
 
     @inline_device
     def load(a_map, b_map, tiles, bar, off, kt, row0, col0, rank):
