@@ -57,7 +57,7 @@ def main(argv=None):
                 doc = json.load(f)
             bench.write_plot(doc, out)
         except (OSError, ValueError) as exc:    # unreadable, not JSON, no plot for its bench
-            bench.log(f"{path}: not drawn: {bench.one_line(exc)}")
+            bench.log(f"{path}: not drawn: {bench.one_line(exc, limit=400)}")
             failed = True
             continue
         print(f"wrote {out}")

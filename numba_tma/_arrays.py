@@ -29,19 +29,25 @@ def as_device(array):
     return cuda.as_cuda_array(array, sync=False)
 
 
+#: torch dtypes without an array interface, and the integer dtype of the same width viewed.
+_RAW_VIEWS = {"torch.bfloat16": "int16", "torch.float8_e4m3fn": "uint8",
+              "torch.float8_e5m2": "uint8"}
+
+
 def numba_view(array, argname):
     """A numba device-array view of ``array`` (no copy), its dtype preserved bit for bit (torch
     bfloat16 as int16); a host or non-CUDA array raises a TypeError naming ``argname``."""
     if isinstance(array, np.ndarray):
         raise TypeError(f"{argname} must be a CUDA device array (numba, CuPy or torch); got a "
                         f"host numpy.ndarray: copy it with numba.cuda.to_device first")
-    if str(getattr(array, "dtype", None)) == "torch.bfloat16":
-        # torch exports no __cuda_array_interface__ for bfloat16 (asking raises TypeError, which
-        # hasattr does not catch); move its bits as int16.
+    raw = _RAW_VIEWS.get(str(getattr(array, "dtype", None)))
+    if raw is not None:
+        # torch exports no __cuda_array_interface__ for bfloat16 or fp8 (asking raises
+        # TypeError, which hasattr does not catch); move their bits as integers.
         import torch
 
         describe_array(array)       # a CPU tensor gets the clear host-array TypeError
-        return as_device(array.view(torch.int16))
+        return as_device(array.view(getattr(torch, raw)))
     if cuda.is_cuda_array(array):
         return as_device(array)
     describe_array(array)       # raises the same clear TypeError as TensorMap for anything else

@@ -34,6 +34,8 @@ _IN_KINDS = {"float16": "f16", "torch.float16": "f16", "torch.bfloat16": "bf16"}
 _OUT_KINDS = {"float16": "f16", "torch.float16": "f16", "torch.bfloat16": "bf16",
               "float32": "f32", "torch.float32": "f32"}
 _DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+#: torch's fp8 dtypes, by name, as the kernels name their elements (numba_tma.matmul_fp8).
+FP8_TORCH_DTYPES = {"torch.float8_e4m3fn": "e4m3", "torch.float8_e5m2": "e5m2"}
 
 
 def _dtype_label(array):
@@ -122,6 +124,10 @@ def _scalar(value, argname):
 class MatmulPlan:
     """What ``matmul`` runs for these operands: the numba storage views, the layouts and the
     kernel variant. Built by :func:`plan_matmul` after every check."""
+
+    scale = ""          # (fp8 plans: the scale mode, the kernel's scale arrays, promotion)
+    scales = ()
+    promote = False
 
     def __init__(self, a, b, out, a_kmajor, b_kmajor, in_kind, out_kind, m, n, k, config):
         self.a, self.b, self.out = a, b, out
@@ -248,7 +254,8 @@ LAYOUT_CACHE_SIZE = 64
 _layouts = BoundedCache(LAYOUT_CACHE_SIZE)
 
 
-def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, stream=None):
+def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, stream=None,
+           scale_a=None, scale_b=None, in_dtype=None, fast_accum=False):
     """``out = alpha * (a @ b) + beta * out`` with fp32 accumulation; returns ``out``.
 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
@@ -272,6 +279,14 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     ValueError. Argument errors come before anything touches the GPU, so they read the same on
     a machine without one; there :class:`numba_tma.NoGPUError` follows them.
 
+    fp8: ``a`` and ``b`` float8_e4m3fn / float8_e5m2 (torch; uint8 arrays with ``in_dtype``,
+    "e4m3", "e5m2" or a pair), ``a`` row-major and ``b`` the transpose of a row-major (N, K)
+    weight, with ``scale_a`` / ``scale_b`` per tensor, per row / column or in blocks (1 x 128,
+    128 x 128): ``out = alpha * (scale_a * a) @ (scale_b * b) + beta * out``. Each 128-deep K
+    block's product is promoted into fp32 accumulators unless ``fast_accum=True`` (per tensor
+    or row/column only: the tensor cores' own fp8 sums, faster, less precise on a long K). The
+    shapes and the output dtypes: :mod:`numba_tma.matmul_fp8`.
+
     Repeated calls: the launcher of the last operand sets is cached (by CUDA context, addresses,
     shapes, strides, dtypes, ``config`` and whether ``beta`` is 0), so a repeated call skips
     validation and planning, and new buffers of a layout already planned reuse the plan (its
@@ -282,11 +297,26 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     """
     if type(alpha) is not float or type(beta) is not float:
         alpha, beta = _scalar(alpha, "alpha"), _scalar(beta, "beta")
+    if (in_dtype is not None or scale_a is not None or scale_b is not None
+            or _dtype_label(a) in FP8_TORCH_DTYPES):
+        from .matmul_fp8 import matmul_fp8
+
+        return _on_device(a, matmul_fp8, a, b, out, alpha, beta, out_dtype, config, stream,
+                          scale_a, scale_b, in_dtype, fast_accum)
     device = device_to_enter(a)
     if device is not None:
         with cuda.gpus[device]:         # the operands decide where the call runs, as in torch
             return _matmul(a, b, out, alpha, beta, out_dtype, config, stream)
     return _matmul(a, b, out, alpha, beta, out_dtype, config, stream)
+
+
+def _on_device(a, fn, *args):
+    """``fn(*args)`` on the device ``a`` lives on."""
+    device = device_to_enter(a)
+    if device is None:
+        return fn(*args)
+    with cuda.gpus[device]:
+        return fn(*args)
 
 
 #: (a's key, b's key, config, out dtype) of operands whose checks passed without ``out``.

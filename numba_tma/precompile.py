@@ -46,9 +46,10 @@ def describe(target):
     """One line naming a target: ``matmul cluster_ov f16->f16 A:MxK B:KxN`` and the like."""
     family, name, variant = target
     if family == "matmul":
-        _, (a_k, b_k, i, o, beta) = variant
-        return (f"matmul {name} {i}->{o} A:{'MxK' if a_k else 'KxM'} "
-                f"B:{'NxK' if b_k else 'KxN'}{' beta' if beta else ''}")
+        _, spec = variant
+        return (f"matmul {name} {spec.in_kind}->{spec.out_kind} "
+                f"A:{'MxK' if spec.a_kmajor else 'KxM'} B:{'NxK' if spec.b_kmajor else 'KxN'}"
+                f"{' beta' if spec.has_beta else ''}")
     itemsize, row_offset = variant
     return f"transpose {name} {itemsize}-byte{' row-offset' if row_offset else ''}"
 

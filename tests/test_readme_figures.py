@@ -77,7 +77,7 @@ def _key_kind(key):
         return "%"
     if key.endswith("GBps"):
         return "GB/s"
-    if key == "TFLOPs":
+    if key == "TFLOPs" or key.endswith("_TFLOPs"):
         return "TFLOP/s"
     if key == "us" or key.endswith("_us"):
         return "us"

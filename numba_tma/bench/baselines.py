@@ -302,12 +302,16 @@ def triton_matmul_kernel():
     return matmul_kernel, None
 
 
+#: The input dtypes the Triton GEMM takes (torch names): fp8 ``b`` K-major, as ``w.t()``.
+FLOAT_INPUTS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
 @functools.lru_cache(maxsize=None)
 def triton_matmul():
     """``(tune, None)``, or ``(None, reason)`` where Triton is not importable.
 
     ``tune(a, b, out)`` computes ``out = a @ b`` (torch tensors: ``a`` (M, K) and ``b`` (K, N)
-    float16 or bfloat16, any strides; ``out`` (M, N) float16, bfloat16 or float32) with the
+    float16, bfloat16 or float8 (:data:`FLOAT_INPUTS`), any strides; ``out`` (M, N) float16, bfloat16 or float32) with the
     Triton kernel autotuned over ``TRITON_CONFIGS`` for this (M, N, K) and these dtypes, and
     returns ``(launch, config)``: ``launch()`` reruns it on the same tensors with the chosen
     config, straight to the jitted kernel, so a timed call can never autotune.
@@ -343,8 +347,8 @@ def triton_matmul():
         (M, K), (Kb, N) = a.shape, b.shape
         if Kb != K or tuple(out.shape) != (M, N):
             raise ValueError(f"shapes {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(out.shape)}")
-        if a.dtype != b.dtype or str(a.dtype).split(".")[-1] not in ("float16", "bfloat16"):
-            raise TypeError(f"float16 or bfloat16 inputs; got {a.dtype} and {b.dtype}")
+        if a.dtype != b.dtype or str(a.dtype).split(".")[-1] not in FLOAT_INPUTS:
+            raise TypeError(f"float16, bfloat16 or float8 inputs; got {a.dtype} and {b.dtype}")
         args = (a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride())
         align = 8 if all(v % 8 == 0 for v in (N, K, a.stride(0), b.stride(0), out.stride(0))) else 1
         tuned_kernel[lambda meta: grid(M, N, meta)](*args, ALIGN=align)  # tunes on a new key

@@ -25,6 +25,15 @@ def _points_gemm(rows):
                    r["TFLOPs"])
 
 
+def _points_gemm_fp8(rows):
+    # A panel per scale mode and accumulation; matmul(), torch._scaled_mm (and Triton's
+    # unscaled fp8 GEMM beside the promoted per-tensor rows).
+    for r in rows:
+        if _ok(r) and r.get("TFLOPs") is not None:
+            yield (f"{r['in_dtype']} {r['scale']} scales, {r['accum']} accumulation",
+                   r["kernel"], _label(r["shape"]), r["TFLOPs"])
+
+
 def _points_bandwidth(rows):
     for r in rows:
         if _ok(r) and r.get("GBps") is not None:
@@ -86,6 +95,7 @@ def _points_compile_floor(rows):
 #: bench name -> (points(rows) yielding (panel, series, x label, y), y axis label, x axis label)
 PLOTS = {
     "gemm": (_points_gemm, "TFLOP/s", "M x N x K"),
+    "gemm_fp8": (_points_gemm_fp8, "TFLOP/s", "M x N x K"),
     "transpose": (_points_bandwidth, "GB/s", "shape"),
     "reduce": (_points_bandwidth, "GB/s", "shape"),
     "transpose_ceiling": (_points_bandwidth, "GB/s", "shape"),
@@ -99,7 +109,7 @@ PLOTS = {
 PLOT_DPI = 100
 PANEL_SIZE = (11.0, 4.5)       # inches per panel: 1100 x 450 pixels at PLOT_DPI
 #: Series drawn dashed: the baselines a bench measures beside numba_tma's kernels.
-BASELINES = ("copy", "torch", "cupy", "cublas", "cublas geam", "triton",
+BASELINES = ("copy", "torch", "cupy", "cublas", "cublas geam", "triton", "torch._scaled_mm",
              "numba.cuda.kernels.transpose")
 _MARKERS = "os^vD<>ph*"
 

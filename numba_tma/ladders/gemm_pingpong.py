@@ -67,7 +67,7 @@ def _kernel(cfg, spec):
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
-                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags):
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb):
         dyn8, dynf, full, empty, cbar, turn = views()
         acc = cuda.local.array(NACC, np.float32)
         acc2 = cuda.local.array(NACC, np.float32)

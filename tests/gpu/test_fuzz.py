@@ -7,6 +7,8 @@
   and B, out float16 / bfloat16 / float32, alpha and beta; sizes keep every contiguous row a
   multiple of 16 bytes, as matmul requires. Compared with a float64 reference within the
   fp32-accumulation bound plus the output's rounding.
+- 64 random fp8 ``matmul()`` cases (sharded by scale mode): every e4m3/e5m2 pair, out float32 /
+  bfloat16 / float16, alpha and beta, small integers and power-of-two scales: exact compare.
 - a battery of bad inputs on real device arrays, each refused with a TypeError / ValueError,
   then a check that the CUDA context still works.
 
@@ -42,7 +44,7 @@ LIBS = ["numba"] + (["torch"] if torch is not None else []) + (["cupy"] if cupy 
 
 def rng_for(test, shard):
     print(f"NUMBA_TMA_FUZZ_SEED={SEED} ({test}, shard {shard})")
-    return np.random.default_rng([SEED, {"transpose": 1, "matmul": 2}[test], shard])
+    return np.random.default_rng([SEED, {"transpose": 1, "matmul": 2, "matmul_fp8": 3}[test], shard])
 
 
 def bits(x):
@@ -205,6 +207,53 @@ def test_fuzz_matmul(orders):
         assert np.isfinite(got).all() and (err <= tol).all(), \
             (f"{what}: error {err[worst]:.3g} vs tolerance {tol[worst]:.3g} at {worst} "
              f"(reference {ref[worst]:.3g}, got {got[worst]:.3g})")
+
+
+FP8_CASES = 64
+
+
+@pytest.mark.skipif(torch is None, reason="fp8 operands are torch tensors")
+@pytest.mark.parametrize("mode", ["", "tensor", "row", "block"], ids=lambda m: m or "unscaled")
+def test_fuzz_matmul_fp8(mode):
+    """fp8 ``matmul()``: random pairs, shapes (K a multiple of 16, N of 8), outputs, alpha and
+    beta; small integers and power-of-two scales, so every result is exact."""
+    rng = rng_for("matmul_fp8", ["", "tensor", "row", "block"].index(mode))
+    kinds = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+    for case in range(FP8_CASES // 4):
+        ka, kb = (str(rng.choice(list(kinds))) for _ in range(2))
+        ot = str(rng.choice(["float32", "bfloat16", "float16"]))
+        m, n, k = (int(np.exp(rng.uniform(0, np.log(700)))) for _ in range(3))
+        n, k = -(-n // 8) * 8, -(-k // 16) * 16
+        kb_, nb = -(-k // 128), -(-n // 128)
+        ints = lambda *shape: torch.from_numpy(rng.integers(-2, 3, shape).astype(np.float32))
+        pow2 = lambda *shape: torch.from_numpy(
+            np.asarray(2.0 ** rng.integers(-2, 3, shape), np.float32)).cuda()
+        a = ints(m, k).cuda().to(kinds[ka])
+        w = ints(n, k).cuda().to(kinds[kb])
+        sa, sb = {"": (None, None), "tensor": (pow2(), pow2()), "row": (pow2(m, 1), pow2(1, n)),
+                  "block": (pow2(m, kb_), pow2(nb, kb_))}[mode]
+        alpha = float(rng.choice([1.0, 0.5, -2.0]))
+        beta = float(rng.choice([0.0, 0.0, 1.0])) if ot == "float32" else 0.0
+        c0 = ints(m, n).cuda()
+        out = c0.clone() if beta else torch.full((m, n), float("nan"), device="cuda",
+                                                 dtype=getattr(torch, ot))
+        what = (f"case {case}: {m}x{n}x{k} {ka} x {kb} -> {ot}, scale {mode or 'none'}, "
+                f"alpha {alpha}, beta {beta}, seed {SEED}")
+        assert matmul(a, w.t(), out, scale_a=sa, scale_b=sb, alpha=alpha, beta=beta) is out, what
+        A, B = a.double(), w.double()
+        if mode == "block":
+            A = A * sa.double().repeat_interleave(128, 1)[:, :k]
+            B = B * sb.double().repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+        elif mode == "row":
+            A, B = A * sa.double(), B * sb.double().reshape(n, 1)
+        elif mode == "tensor":
+            A, B = A * sa.double(), B * sb.double()
+        ref = alpha * (A @ B.t()) + beta * c0.double()
+        want = ref.to(getattr(torch, ot)).double()
+        got = out.double()
+        bad = got != want
+        assert not bad.any(), (f"{what}: {int(bad.sum())} differ, first at "
+                               f"{bad.nonzero()[0].tolist()}")
 
 
 # ------------------------------------------------------------------------------ bad inputs

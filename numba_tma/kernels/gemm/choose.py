@@ -10,7 +10,7 @@ import math
 from .config import BM, WgmmaConfig
 from .scheduler import waves
 
-__all__ = ["choose_config", "SHIPPED_CONFIGS"]
+__all__ = ["choose_config", "choose_fp8_config", "SHIPPED_CONFIGS", "FP8_NARROW"]
 
 #: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
 #: (mma_pipe=0).
@@ -37,6 +37,12 @@ N192 = WgmmaConfig(192, stages=4, mma_pipe=0)
 #: The 128 x 256 and 128 x 192 choices with the epilogue overlapped, where blocks take more
 #: than one tile (with one tile each there is no next tile to store under).
 OVERLAPPED = {cfg: cfg.replace(overlap_epilogue=True) for cfg in (CLUSTER, WIDE, N192)}
+
+#: fp8 runs persistent only (:meth:`WgmmaConfig.check_spec`): where choose_config takes one block
+#: per narrow tile, fp8 takes these, with as deep a ring as fits. They are block scales' configs
+#: too (each consumer promotes a 64 x 128 or 64 x 64 product beside its accumulators).
+FP8_NARROW = {128: WgmmaConfig(128, stages=6, mma_pipe=0),
+              64: WgmmaConfig(64, stages=8, mma_pipe=0)}
 
 #: Every config choose_config can return, by a short name (numba_tma.precompile, the compile
 #: bench).
@@ -76,3 +82,14 @@ def choose_config(m, n, k, sms, ragged_rows=False):
     # them are tiles twice as wide, which number under sms / 2 too)
     bn = 128 if math.ceil(m / BM) * math.ceil(n / 128) >= sms // 2 else 64
     return (NARROW_PAIRS if ragged_rows else NARROW)[bn]
+
+
+def choose_fp8_config(m, n, k, sms, scale, promote=False):
+    """The config of an fp8 problem with scale mode ``scale`` ("", "tensor", "row", "block"):
+    choose_config's, its one-block-per-tile narrow tiles replaced by persistent ones
+    (:data:`FP8_NARROW`); block scales and promoted accumulation (``promote``) take 128 x 128
+    tiles, or 128 x 64 where those give fewer than half the SMs a tile."""
+    if scale == "block" or promote:
+        return FP8_NARROW[128 if math.ceil(m / BM) * math.ceil(n / 128) >= sms // 2 else 64]
+    cfg = choose_config(m, n, k, sms)
+    return cfg if cfg.persistent else FP8_NARROW[cfg.bn]

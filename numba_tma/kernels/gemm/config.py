@@ -44,19 +44,29 @@ SIGNATURE = ("void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64, i
 class KernelSpec(typing.NamedTuple):
     """What a GEMM kernel depends on besides its config. ``a_kmajor``: A is stored M x K
     row-major (else K x M); ``b_kmajor``: B is stored N x K row-major (else K x N);
-    ``in_kind`` "f16"/"bf16"; ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds
-    ``beta * C`` (C loaded by TMA)."""
+    ``in_kind`` "f16"/"bf16" or an fp8 pair, A's element then B's ("e4m3_e5m2": both
+    K-major); ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by
+    TMA); ``scale`` (fp8): "tensor", "row" or "block" (:mod:`.scales`), "" for none;
+    ``promote`` (fp8): each slice's product is added into fp32 accumulators of their own
+    (block scales always are)."""
 
     a_kmajor: bool
     b_kmajor: bool
     in_kind: str
     out_kind: str
     has_beta: bool
+    scale: str = ""
+    promote: bool = False
 
     @property
     def out16(self):
         """Whether C has 16-bit elements (else f32)."""
         return self.out_kind != "f32"
+
+    @property
+    def promoted(self):
+        """Whether the main loop promotes each slice's product (:mod:`.scales`)."""
+        return self.promote or self.scale == "block"
 
 
 def _need(ok, message):
@@ -177,13 +187,31 @@ class WgmmaConfig:
     def kernel(self, spec):
         """The ``@cuda.jit`` kernel of this config for ``spec`` (a :class:`KernelSpec`), built
         once per (kernel config, spec)."""
+        spec = KernelSpec(*spec)
+        self.check_spec(spec)
         if not self.persistent:
             from . import tile_per_block as variant
-        elif self.overlap_epilogue and spec.out16 and not spec.has_beta:
+        elif (self.overlap_epilogue and spec.out16 and not spec.has_beta
+              and not spec.promoted):
             from . import persistent_overlapped as variant
         else:           # (f32 output and beta keep the plain epilogue: see overlapped's doc)
             from . import persistent as variant
-        return variant.kernel(self.kernel_config(), KernelSpec(*spec))
+        return variant.kernel(self.kernel_config(), spec)
+
+    def check_spec(self, spec):
+        """Raise ValueError where this config cannot run ``spec``: fp8 runs persistent only,
+        and a promoting main loop (block scales) one m64 half per consumer, ``bn`` dividing
+        128, ``mma_pipe=0``."""
+        if (spec.scale or spec.promote) and not spec.in_kind.startswith("e"):
+            raise ValueError(f"scale={spec.scale!r}, promote={spec.promote} are for fp8 "
+                             f"inputs; in_kind is {spec.in_kind!r}")
+        if spec.in_kind.startswith("e") and not self.persistent:
+            raise ValueError(f"{self!r}: fp8 GEMMs run persistent (persistent=True)")
+        if spec.promoted and (self.bm != BM or 128 % self.bn or self.mma_pipe != 0):
+            raise ValueError(f"{self!r}: block scales and promoted accumulation need "
+                             f"bm={BM}, bn = 64 or 128 (one N block of B's scales per tile; "
+                             f"a slice's product beside the accumulators) and mma_pipe=0 "
+                             f"(each slice's product is promoted once it retires)")
 
     # ------------------------------------------------------------- what the launch takes
     #: The kernel's parameters after SIGNATURE's (a variant's workspace, ...): numba types.

@@ -27,9 +27,9 @@ from ..._bridge import inline_device
 from ... import mbarrier, smem, tma, wgmma
 from .config import (CONSUMER_REGS, CONSUMER_WARPS, C_BOX_BYTES, PRODUCER_REGS, SWIZZLE_ALIGN,
                      THREADS)
-from .mainloop import tile_mainloop, wgmma_parts
+from .mainloop import slice_k, tile_mainloop, wgmma_parts
 from .prologue import meet, ring_setup, start_dependent
-from .ring import BK, Parts, ring, shared_views, slice_loader
+from .ring import Parts, ring, shared_views, slice_loader
 from .scheduler import cluster_place, raster
 
 __all__ = ["persistent_parts", "persistent_kernel"]
@@ -41,14 +41,17 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
     ``R`` (the ring), ``tile_origin``, ``views`` (the shared memory), ``mma_tile`` (a tile's
     main loop), and the constants ``S``, ``BAR_BYTES``, ``RING_BYTES``, ``NBARS``.
     ``whole``: each consumer warpgroup its own tile (ping-pong); ``turns``: its main loop hands
-    the turn to the other."""
+    the turn to the other. ``BK``: K elements per slice; ``SCALED``: the kernel takes fp8
+    scales (``spec.scale``)."""
     S, CM = cfg.stages, cfg.cluster_m
     P = wgmma_parts(cfg.bn, cfg.mma_pipe, spec.a_kmajor, spec.b_kmajor, spec.in_kind, cfg.bm,
                     whole)
-    issue_slot = slice_loader(cfg.bm, cfg.bn, CM, spec.a_kmajor, spec.b_kmajor)
+    bk = slice_k(spec.in_kind)
+    issue_slot = slice_loader(cfg.bm, cfg.bn, CM, spec.a_kmajor, spec.b_kmajor, bk=bk)
     R = ring(S, P.STAGE_BYTES, issue_slot, CM)
     NBARS = 2 * S + CONSUMER_WARPS
-    return Parts(P=P, R=R, S=S, NBARS=NBARS, BAR_BYTES=8 * (NBARS + cfg.extra_barriers),
+    return Parts(P=P, R=R, S=S, BK=bk, SCALED=bool(spec.scale), NBARS=NBARS,
+                 BAR_BYTES=8 * (NBARS + cfg.extra_barriers),
                  RING_BYTES=S * P.STAGE_BYTES,
                  tile_origin=raster(cfg.group_m, CM, cfg.bm, cfg.bn),
                  views=shared_views(S, CONSUMER_WARPS, cfg.extra_barriers),
@@ -72,7 +75,7 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     (:func:`persistent_parts`; the frame takes only the ring, the raster and the shared-memory
     layout of them, the same for every ``whole`` and ``turns``) around the variant's
     ``consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units, sk_iters,
-    num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags)``, run by every consumer
+    num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb)``, run by every consumer
     thread (``c`` its warpgroup 0 or 1, ``ct`` its thread 0..255, ``cw`` its warp 0..7,
     ``stage`` the byte offset of its warp's C boxes); the consumers' units are
     ``cid, cid + nclusters, ...`` below ``dp_units``.
@@ -81,7 +84,8 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     the barrier thread's set-up of the variant's ``cfg.extra_barriers``; ``produce_more``: the
     producer's loads after the whole tiles (as ``_nothing_more``); ``stream_k``: the kernel
     also takes ``(ws, flags, dp_units, sk_iters)``, a workspace, flags and the split (else
-    every unit is taken whole)."""
+    every unit is taken whole). With ``F.SCALED`` the kernel takes fp8 scales ``(sa, sb)``
+    after beta (:mod:`.scales`); else ``consume`` gets None for them."""
     S, CM, NBUF = cfg.stages, cfg.cluster_m, cfg.c_buffers
     BAR_BYTES, RING_BYTES = F.BAR_BYTES, F.RING_BYTES
     views, tile_origin = F.views, F.tile_origin
@@ -92,10 +96,12 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     init_extra = init_extra or _no_barriers
     produce_more = produce_more or _nothing_more
     SK = stream_k
+    BK, SCALED = F.BK, F.SCALED
+    assert not (SK and SCALED)
 
     @inline_device
     def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
-             dp_units, sk_iters):
+             dp_units, sk_iters, sa, sb):
         dyn8, dynf, full, empty, cbar, extra = views()
         first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
         tiles = dyn8[first:]
@@ -137,7 +143,8 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
             cw = ct >> 5                            # consumer warp 0..7: 16 rows of C each
             stage = first + RING_BYTES + cw * (NBUF * C_BOX_BYTES)
             consume(tiles, first, c_map, wg - 1, lane, ct, cw, stage, cid, nclusters, dp_units,
-                    sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags)
+                    sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa,
+                    sb)
             if lane == 0:
                 tma.wait_group_read(0)
         # (The block stays resident until its bulk stores have read their sources, and, in a
@@ -148,10 +155,16 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
         def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
                  dp_units, sk_iters):
             body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
-                 dp_units, sk_iters)
+                 dp_units, sk_iters, None, None)
+    elif SCALED:
+        @cuda.jit(launch_bounds=(THREADS, 1))
+        def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, sa, sb):
+            body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, None, None, 0, 0,
+                 sa, sb)
     else:
         @cuda.jit(launch_bounds=(THREADS, 1))
         def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
-            body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, None, None, 0, 0)
+            body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, None, None, 0, 0,
+                 None, None)
 
     return gemm

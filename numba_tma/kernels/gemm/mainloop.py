@@ -25,6 +25,29 @@ from .ring import ATOM_BYTES, BK, SPAN, Parts
 __all__ = ["wgmma_parts", "tile_mainloop"]
 
 _MMA = {"f16": wgmma.mma_f32_f16, "bf16": wgmma.mma_f32_bf16}
+#: fp8 kinds, A's then B's element ("e4m3_e5m2"): both operands K-major, k32 per wgmma.
+FP8_KINDS = ("e4m3_e4m3", "e4m3_e5m2", "e5m2_e4m3", "e5m2_e5m2")
+
+
+def is_fp8(in_kind):
+    """Whether ``in_kind`` names an fp8 pair (one byte per element, 128 per slice row)."""
+    return in_kind in FP8_KINDS
+
+
+def slice_k(in_kind):
+    """K elements per ring slice: one 128-byte row of the operand's elements."""
+    return 128 if is_fp8(in_kind) else BK
+
+
+@functools.cache
+def _fp8_mma(in_kind):
+    # The fp8 wgmma in the 16-bit ones' calling form (fp8 has no transpose immediates).
+    fn = getattr(wgmma, "mma_f32_" + in_kind)
+
+    @inline_device
+    def mma(d, a, b_desc, n, scale_d, trans_a, trans_b):
+        fn(d, a, b_desc, n, scale_d)
+    return mma
 
 
 @functools.cache        # one set of device functions for every kernel that shares them
@@ -32,15 +55,24 @@ def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
     """A consumer's wgmmas on one slot of a ``tm x bn`` tile's ring. ``tm``: rows of C per
     block, 128 (each consumer one m64 half) or 256 (two, each with its own accumulators);
     ``whole``: each consumer takes all ``tm`` rows (a ping-pong consumer its own tile, or a
-    block's only consumer). Returns a namespace: ``NACC`` (f32 accumulators per m64 half per
-    thread), ``HALVES`` (m64 halves per consumer), ``STAGE_BYTES``, and the device functions
-    ``mma_slot``, ``mma_issue``, ``mma_retire``, ``fence_accumulators``."""
+    block's only consumer). ``in_kind``: "f16", "bf16" (k16 steps) or an fp8 pair of
+    :data:`FP8_KINDS` (k32 steps, K-major operands only): either way a step advances 32 bytes
+    along a K-major row, 4 steps per slot. Returns a namespace: ``NACC`` (f32 accumulators per
+    m64 half per thread), ``HALVES`` (m64 halves per consumer), ``STAGE_BYTES``, and the device
+    functions ``mma_slot``, ``mma_issue`` (``fresh``: the group's first step overwrites the
+    accumulators rather than adding to them), ``mma_retire``, ``fence_accumulators``."""
     A_BYTES = tm * SPAN
     STAGE_BYTES = A_BYTES + bn * SPAN
     NACC = bn // 2
     # m64 halves per consumer: all tm rows' (whole), or its share of two consumers'
     HALVES = tm // WG_ROWS if whole else tm // BM
-    mma = _MMA[in_kind]
+    if is_fp8(in_kind):
+        if not (a_kmajor and b_kmajor):
+            raise ValueError(f"{in_kind}: fp8 wgmma reads both operands K-major (A stored M x K, "
+                             f"B stored N x K)")
+        mma = _fp8_mma(in_kind)
+    else:
+        mma = _MMA[in_kind]
     TA = not a_kmajor
     TB = not b_kmajor
     # Descriptor strides and per-k16 advance (bytes) of each operand (wgmma.descriptor's table).
@@ -91,14 +123,16 @@ def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
         fence_accumulators(acc, acc2)
 
     @inline_device
-    def mma_issue(acc, tiles, s, c):
+    def mma_issue(acc, tiles, s, c, fresh):
         # mma_slot's wgmmas and commit without the wait (one m64 half): the overlapped
-        # epilogue stores a box of the previous tile between the two.
+        # epilogue stores a box of the previous tile between the two, the promoting main loop
+        # loads the next slot's scales.
         a_desc, b_desc = slot_descriptors(tiles, s, c)
         wgmma.fence()
         for kk in range(BK // 16):
             b_k = wgmma.descriptor_advance(b_desc, kk * B_KSTEP)
-            mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP), b_k, bn, 1, TA, TB)
+            mma(acc, wgmma.descriptor_advance(a_desc, kk * A_KSTEP), b_k, bn,
+                0 if fresh and kk == 0 else 1, TA, TB)
         wgmma.commit_group()
         wgmma.fence_operand(acc, NACC)
 

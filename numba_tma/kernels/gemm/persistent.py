@@ -6,6 +6,10 @@ f32 output, ``beta``), in 128 x 256, 256 x 128 (``bm=256``: each consumer two m6
 Each consumer warpgroup computes its m64 half (or halves) of every tile of the block in turn
 (:func:`.mainloop.tile_mainloop`), then stores it box by box through its warps' staging boxes
 (:func:`.epilogue.staged_epilogue`) while the producer already loads the next tile's slots.
+
+fp8 (:mod:`.scales`): per-tensor scales fold into alpha, per-row/column ones multiply the
+finished accumulators, and block scales (or ``spec.promote``) take the promoting main loop,
+whose slices' partial products are added into the accumulators (times their block scales).
 """
 
 import functools
@@ -16,6 +20,7 @@ from numba import cuda
 from ..._bridge import inline_device
 from .epilogue import staged_epilogue
 from .frame import persistent_kernel, persistent_parts
+from .scales import BLOCK_K, promoting_mainloop, rowcol_scaler, tensor_alpha, thread_row
 
 __all__ = ["kernel"]
 
@@ -28,25 +33,42 @@ def kernel(cfg, spec):
     views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
     store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
                                  F.P.HALVES, False)
+    SCALE, TM = spec.scale, cfg.bm
+    scale_tile = rowcol_scaler(NACC, F.P.HALVES)
+    PROMOTE = spec.promote or SCALE == "block"
+    if PROMOTE:
+        assert BLOCK_K % cfg.bn == 0 and F.P.HALVES == 1 and cfg.mma_pipe == 0
+        mma_promoted = promoting_mainloop(F.P, F.R, SCALE == "block")
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
-                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags):
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb):
         dyn8, dynf, full, empty, cbar, extra = views()
         acc = cuda.local.array(NACC, np.float32)
         acc2 = cuda.local.array(NACC, np.float32)     # (unused, so gone, when HALVES = 1)
+        part = cuda.local.array(NACC, np.float32)     # (promoted: a slice's product)
         words = cuda.local.array(4, np.uint32)
         old = cuda.local.array(4, np.uint32)
         s = 0
         passes = 0
         boxes = 0                               # boxes this warp has staged (next buffer)
         loads = 0                               # C boxes loaded for beta (cbar parity)
+        if SCALE == "tensor":
+            alpha = tensor_alpha(alpha, sa, sb)
         unit = cid
         while unit < dp_units:
             row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
             unit += nclusters
-            s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s, passes,
-                                 full, False)
+            r = thread_row(row0, cw, lane, TM)
+            if PROMOTE:
+                s, passes = mma_promoted(acc, part, tiles, full, empty, c, lane, 0, num_k, s,
+                                         passes, sa, sb, min(r, m - 1), min(r + 8, m - 1),
+                                         col0 // BLOCK_K)
+            else:
+                s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s,
+                                     passes, full, False)
+            if SCALE == "row":
+                scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n)
             boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
                                       col0, m, n, alpha, beta, words, old, boxes, loads)
 

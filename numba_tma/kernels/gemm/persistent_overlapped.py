@@ -7,7 +7,8 @@ A consumer that finishes a tile packs ``alpha`` times its accumulators into 16-b
 its first ``C_BOXES`` slots each store one box of the packed tile between the wgmma issue and
 the wait, so the stores run under the tensor cores' work instead of between tiles with them
 idle. The block's last tile is stored after its loop. f32 output and ``beta`` keep the plain
-epilogue (:mod:`.persistent`): their accumulators do not fit beside the next tile's.
+epilogue (:mod:`.persistent`): their accumulators do not fit beside the next tile's. fp8
+with per-tensor or per-row/column scales (:mod:`.scales`) scales the accumulators as it packs.
 """
 
 import functools
@@ -20,6 +21,7 @@ from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
 from .epilogue import packed_epilogue
 from .frame import persistent_kernel, persistent_parts
+from .scales import rowcol_packer, tensor_alpha, thread_row
 
 __all__ = ["kernel"]
 
@@ -29,6 +31,8 @@ def kernel(cfg, spec):
     """The ``@cuda.jit`` kernel of ``cfg`` (persistent, overlapped epilogue) for ``spec``
     (16-bit output, no ``beta``)."""
     assert spec.out16 and not spec.has_beta and cfg.mma_pipe == 0
+    assert spec.scale in ("", "tensor", "row") and not spec.promoted
+    SCALE, TM = spec.scale, cfg.bm
     F = persistent_parts(cfg, spec)
     NACC = F.P.NACC
     NWORDS = NACC // 2
@@ -38,6 +42,7 @@ def kernel(cfg, spec):
                                                   F.R.next_slot)
     store_packed = packed_epilogue(cfg.bn, spec.out_kind, cfg.c_buffers)
     pack = warp.pack_f16x2 if spec.out_kind == "f16" else warp.pack_bf16x2
+    pack_scaled = rowcol_packer(NACC, spec.out_kind)
 
     @inline_device
     def slot_storing(acc, c16, tiles, full, empty, c, lane, kt, kt1, s, passes, pend, dyn8,
@@ -46,7 +51,7 @@ def kernel(cfg, spec):
         # (if there is one) stored between its wgmma issue and its wait.
         if kt < kt1:
             consumer_wait(full, s, passes)
-            mma_issue(acc, tiles, s, c)
+            mma_issue(acc, tiles, s, c, False)
             if pend:
                 boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n, boxes,
                                      words, j)
@@ -61,7 +66,7 @@ def kernel(cfg, spec):
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
-                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags):
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb):
         dyn8, dynf, full, empty, cbar, extra = views()
         acc = cuda.local.array(NACC, np.float32)
         words = cuda.local.array(4, np.uint32)
@@ -72,6 +77,8 @@ def kernel(cfg, spec):
         pend = False
         pcrow = 0
         pcol = 0
+        if SCALE == "tensor":
+            alpha = tensor_alpha(alpha, sa, sb)
         unit = cid
         while unit < dp_units:
             row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
@@ -96,13 +103,17 @@ def kernel(cfg, spec):
             # computed its slot addresses in vector registers, 12 R2UR more per pass)
             for kt in range(4, num_k):
                 consumer_wait(full, s, passes)
-                mma_issue(acc, tiles, s, c)
+                mma_issue(acc, tiles, s, c, False)
                 mma_retire(acc)
                 if lane == 0:
                     consumer_release(empty, s)
                 s, passes = next_slot(s, passes)
-            for w in range(NWORDS):
-                c16[w] = pack(alpha * acc[2 * w], alpha * acc[2 * w + 1])
+            if SCALE == "row":
+                pack_scaled(c16, acc, sa, sb, thread_row(row0, cw, lane, TM), col0, lane, m, n,
+                            alpha)
+            else:
+                for w in range(NWORDS):
+                    c16[w] = pack(alpha * acc[2 * w], alpha * acc[2 * w + 1])
             pend = True
             pcrow = row0 + (cw >> 2) * WG_ROWS + (cw & 3) * SLAB_ROWS
             pcol = col0

@@ -20,6 +20,7 @@ from ...tensormap.cache import descriptor_map, retarget
 from .choose import SHIPPED_CONFIGS
 from .config import SLAB_ROWS, KernelSpec, smem_bytes
 from .epilogue import box_columns
+from .mainloop import slice_k
 from .mma_sync import WARP_TILE, GemmConfig
 from .mma_sync import smem_bytes as mma_sync_smem
 from .ring import BK
@@ -36,6 +37,8 @@ OUT_KINDS = ("f16", "bf16", "f32")
 ARGTYPES = ((types.Array(types.uint64, 1, "C"),) * 3 + (types.int64,) * 5
             + (types.float32,) * 2)
 _ALPHA, _BETA = 8, 9            # their argument positions
+#: ... and with fp8 scales (``KernelSpec.scale``), the two float32 scale arrays (any strides).
+SCALE_ARGTYPES = (types.Array(types.float32, 2, "A"),) * 2
 
 
 def kernel_variants(configs=None, in_kinds=IN_KINDS, out_kinds=OUT_KINDS, layouts=None,
@@ -71,7 +74,8 @@ def _direct(cfg, spec):
     on disk."""
     kernel = cfg.kernel(spec)
     key = ("matmul", cfg, tuple(spec))
-    return DirectKernel(kernel, ARGTYPES + cfg.extra_argtypes, key=key), _smem(cfg, spec)
+    argtypes = ARGTYPES + (SCALE_ARGTYPES if spec.scale else ()) + cfg.extra_argtypes
+    return DirectKernel(kernel, argtypes, key=key), _smem(cfg, spec)
 
 
 @functools.cache
@@ -128,13 +132,14 @@ def _maps(plan, cfg, ctx):
     (in a cluster along N each CTA loads half of it) and of B (along M, 1/cluster_m of it),
     and of one box of C."""
     w = WARP_TILE                       # 64: one 128B-swizzled row of 16-bit elements
+    bk = slice_k(plan.in_kind)          # K-major rows: 64 16-bit or 128 fp8 elements
     mma_sync = isinstance(cfg, GemmConfig)
     if plan.k:
         promote = cfg.l2_promotion
-        a_map = descriptor_map(plan.a, (cfg.bm // cfg.cluster_n, w) if plan.a_kmajor else (w, w),
-                               128, promote)
-        b_map = descriptor_map(plan.b, (cfg.bn // cfg.cluster_m, w) if plan.b_kmajor else (w, w),
-                               128, promote)
+        a_map = descriptor_map(plan.a, (cfg.bm // cfg.cluster_n, bk) if plan.a_kmajor
+                               else (w, w), 128, promote)
+        b_map = descriptor_map(plan.b, (cfg.bn // cfg.cluster_m, bk) if plan.b_kmajor
+                               else (w, w), 128, promote)
     else:
         a_map = b_map = descriptor_map(_placeholder(ctx), (w, w), 128)
     if mma_sync:            # one warp's 64 x 64 (16-bit) or 64 x 32 (f32) box
@@ -154,7 +159,9 @@ class LaunchPlan:
         if self.empty:
             return
         ctx = context_id()
-        spec = KernelSpec(plan.a_kmajor, plan.b_kmajor, plan.in_kind, plan.out_kind, has_beta)
+        spec = KernelSpec(plan.a_kmajor, plan.b_kmajor, plan.in_kind, plan.out_kind, has_beta,
+                          plan.scale, plan.promote)
+        self.scales = plan.scales
         self.direct, self.nbytes = _ready(cfg.kernel_config(), spec, ctx)
         self.maps = _maps(plan, cfg, ctx)
         self.moves = (bool(plan.k), bool(plan.k), True)     # the K = 0 placeholder stays
@@ -174,6 +181,8 @@ class LaunchPlan:
         # other's end.
         self.dependent_capable = not isinstance(cfg, GemmConfig)
         self.extras = cfg.launch_extras(tiles_m * tiles_n, grid, math.ceil(plan.k / BK))
+        if plan.scale:
+            assert not self.extras[0]       # (no variant takes both)
 
     def overlaps(self, a_ptr, b_ptr, out_ptr):
         """Whether out at ``out_ptr`` would overlap a or b (then the full check reports it)."""
@@ -183,10 +192,11 @@ class LaunchPlan:
         return any(ptr < out_ptr + so and out_ptr < ptr + span and span and so
                    for ptr, span in ((a_ptr, sa), (b_ptr, sb)))
 
-    def bind(self, *addresses):
+    def bind(self, *addresses, scales=None):
         """``run(alpha, beta, stream_handle)`` on the planned buffers, or on the buffers at
-        ``addresses`` (a, b, out). Launched from the maps' device copies with the words packed
-        once (launch.DirectKernel.prepare), not through numba's per-call argument typing."""
+        ``addresses`` (a, b, out); ``scales``: the fp8 scale arrays, the planned ones when None.
+        Launched from the maps' device copies with the words packed once
+        (launch.DirectKernel.prepare), not through numba's per-call argument typing."""
         if self.empty:
             return lambda alpha, beta, stream: None
         maps = []
@@ -197,8 +207,9 @@ class LaunchPlan:
                 maps.append(tmap.device_array)
         words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
         extra_args, per_stream = self.extras
+        scale_args = self.scales if scales is None else scales
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
-                                       *extra_args, shared_mem=self.nbytes, cluster=self.cluster,
+                                       *scale_args, *extra_args, shared_mem=self.nbytes, cluster=self.cluster,
                                        dependent=self.dependent_capable and dependent_launches())
         lock, set_arg, set_pointer = prepared.lock, prepared.set, prepared.set_pointer
         last = [1.0, 0.0, None]                    # alpha, beta and the stream as packed

@@ -55,10 +55,11 @@ def _box_loader(ctas):
 
 
 @functools.cache        # one loader for every kernel of the same slot geometry
-def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1):
+def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1, bk=BK):
     """``load(a_map, b_map, tiles, bar, off, kt, row0, col0, rank)``: arm ``bar`` for the slot's
     bytes and issue the loads of K slice ``kt`` of A rows ``row0..`` and B rows (N) ``col0..``
-    into the slot at byte ``off`` of ``tiles``. Issued by one thread."""
+    into the slot at byte ``off`` of ``tiles``. Issued by one thread. ``bk``: K elements per
+    slice, one 128-byte row (64 of 16-bit operands, 128 of fp8 ones, which are K-major)."""
     a_bytes = bm * SPAN
     stage_bytes = a_bytes + bn * SPAN
     a_part_rows = bm // cn
@@ -70,7 +71,7 @@ def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1):
     @inline_device
     def load(a_map, b_map, tiles, bar, off, kt, row0, col0, rank):
         mbarrier.arrive_expect_tx(bar, stage_bytes)
-        kx = kt * BK
+        kx = kt * bk
         # (with cn > 1, rank is the CTA's place along N: its part of A; cm and cn are not both
         # above 1)
         a_rank = rank if cn > 1 else 0

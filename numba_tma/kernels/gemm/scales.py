@@ -1,0 +1,171 @@
+"""fp8 scales: what turns an fp8 GEMM's accumulators into ``alpha * (sa * A) @ (sb * B)``.
+
+The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any strides; a stride of
+0 broadcasts one value), read by the consumers from global memory, in one of three modes
+(``KernelSpec.scale``):
+
+- ``"tensor"``: ``sa[0, 0] * sb[0, 0]`` folds into ``alpha`` once per consumer; the main loop
+  and epilogue are the 16-bit kernels' (the wgmma accumulators carry the whole K sum).
+- ``"row"``: ``sa[r, 0]`` per row of A (C) and ``sb[c, 0]`` per column of B (C) multiply the
+  finished accumulators before the epilogue (:func:`rowcol_scaler`).
+- ``"block"``: DeepSeek's recipe, always promoted (below). ``sa[r, kb]`` per row of A and 128-deep K block ``kb``,
+  ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A ring slice is exactly one K block
+  (128 fp8 elements), so each slice's wgmmas write a fresh partial product into registers of
+  their own, which the consumer adds into the fp32 accumulators times ``sa * sb``
+  (:func:`promoting_mainloop`): the two-level accumulation that keeps a long K's sum at fp32
+  precision. A tile's columns lie in one N block (``bn`` divides 128).
+
+Row and column indices past M or N are clamped to the last one: those rows and columns of C are
+never stored, and the clamp keeps every load inside the scale arrays.
+"""
+
+import functools
+
+import numpy as np
+
+from ..._bridge import inline_device
+from ... import warp
+from .config import SLAB_ROWS, WG_ROWS
+
+__all__ = ["SCALE_MODES", "BLOCK_K", "thread_row", "tensor_alpha", "rowcol_scaler",
+           "rowcol_packer", "promoting_mainloop"]
+
+SCALE_MODES = ("tensor", "row", "block")
+BLOCK_K = 128           # K (and N, for B) per block scale: one fp8 ring slice
+
+
+@inline_device
+def thread_row(row0, cw, lane, tm):
+    # The first of the two rows of C (this and 8 below) that consumer warp cw's lane holds in
+    # its first m64 half of a tm-row tile split between two consumers.
+    return row0 + (cw >> 2) * (tm // 2) + (cw & 3) * SLAB_ROWS + (lane >> 2)
+
+
+@inline_device
+def tensor_alpha(alpha, sa, sb):
+    # Per-tensor scales fold into alpha.
+    return alpha * sa[0, 0] * sb[0, 0]
+
+
+@functools.cache
+def rowcol_scaler(nacc, halves):
+    """``scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n)``: multiply a consumer thread's
+    accumulators (``acc``; ``acc2`` its second m64 half's when ``halves`` = 2, 64 rows below)
+    by ``sa[row, 0] * sb[col, 0]``; ``r`` is :func:`thread_row`."""
+    TILES = nacc // 4           # n8 tiles: accumulators 4t..4t+3 are rows (r, r + 8) x 2 columns
+
+    @inline_device
+    def scale_half(acc, sa, sb, r, col0, lane, m, n):
+        fa0 = sa[min(r, m - 1), 0]
+        fa1 = sa[min(r + 8, m - 1), 0]
+        c = col0 + 2 * (lane & 3)
+        for t in range(TILES):
+            fb0 = sb[min(c + 8 * t, n - 1), 0]
+            fb1 = sb[min(c + 8 * t + 1, n - 1), 0]
+            acc[4 * t] *= fa0 * fb0
+            acc[4 * t + 1] *= fa0 * fb1
+            acc[4 * t + 2] *= fa1 * fb0
+            acc[4 * t + 3] *= fa1 * fb1
+
+    @inline_device
+    def scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n):
+        scale_half(acc, sa, sb, r, col0, lane, m, n)
+        if halves == 2:
+            scale_half(acc2, sa, sb, r + WG_ROWS, col0, lane, m, n)
+
+    return scale_tile
+
+
+@functools.cache
+def rowcol_packer(nacc, out_kind):
+    """``pack_tile(c16, acc, sa, sb, r, col0, lane, m, n, alpha)``: the overlapped epilogue's
+    packing of ``alpha * sa[row, 0] * sb[col, 0] * acc`` into 16-bit pairs (word ``w`` holds
+    accumulators ``2w, 2w + 1``), one n8 tile's column scales at a time."""
+    pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
+
+    @inline_device
+    def pack_tile(c16, acc, sa, sb, r, col0, lane, m, n, alpha):
+        fa0 = alpha * sa[min(r, m - 1), 0]
+        fa1 = alpha * sa[min(r + 8, m - 1), 0]
+        c = col0 + 2 * (lane & 3)
+        for t in range(nacc // 4):
+            fb0 = sb[min(c + 8 * t, n - 1), 0]
+            fb1 = sb[min(c + 8 * t + 1, n - 1), 0]
+            c16[2 * t] = pack(acc[4 * t] * (fa0 * fb0), acc[4 * t + 1] * (fa0 * fb1))
+            c16[2 * t + 1] = pack(acc[4 * t + 2] * (fa1 * fb0), acc[4 * t + 3] * (fa1 * fb1))
+
+    return pack_tile
+
+
+@inline_device
+def _scale_rows(sa, sb, ra, rb, nb):
+    # The rows of the block scales a thread reads, as 1-D views: one multiply per load.
+    return sa[ra], sa[rb], sb[nb]
+
+
+@inline_device
+def _no_scale_rows(sa, sb, ra, rb, nb):
+    return sa, sa, sb       # (None: the kernel takes no scales)
+
+
+@functools.cache
+def promoting_mainloop(parts, ring, scaled):
+    """Two-level accumulation: ``mma_tile(acc, part, tiles, full, empty, c, lane, kt0, kt1, s,
+    passes, sa, sb, ra, rb, nb)``, a consumer's product over K slices ``kt0..kt1`` of one tile
+    (one m64 half), each slice's wgmma group written fresh into ``part`` and added into the
+    fp32 ``acc`` once it retired: times ``sa[ra or rb, kt] * sb[nb, kt]`` with block scales
+    (``scaled``; ``ra``, ``rb``: the thread's two rows, clamped to M; ``nb``: the tile's N
+    block), else as it is. Each slot is given back once its group retired; the next slice's
+    scales load under this slice's wait and wgmmas. Returns the ring position.
+
+    What was tried and measured (docs/fp8.md): issuing the next slice into a second buffer
+    before promoting this one (``wait_group(1)``) made ptxas serialize every wgmma (C7514);
+    staggering the two consumers' first groups of a tile (a named barrier) changed nothing.
+    """
+    NACC = parts.NACC
+    assert parts.HALVES == 1
+    rows_of = _scale_rows if scaled else _no_scale_rows
+    mma_issue, mma_retire = parts.mma_issue, parts.mma_retire
+    consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
+    next_slot = ring.next_slot
+
+    @inline_device
+    def mma_tile(acc, part, tiles, full, empty, c, lane, kt0, kt1, s, passes, sa, sb, ra, rb,
+                 nb):
+        for i in range(NACC):
+            acc[i] = 0.0
+        fa0 = fa1 = fb = np.float32(1)
+        row0, row1, brow = rows_of(sa, sb, ra, rb, nb)
+        if scaled and kt0 < kt1:
+            fa0 = row0[kt0]
+            fa1 = row1[kt0]
+            fb = brow[kt0]
+        for kt in range(kt0, kt1):
+            # the next slice's scales first: they load under this slice's wait and wgmmas
+            na0, na1, nbs = fa0, fa1, fb
+            if scaled:
+                later = min(kt + 1, kt1 - 1)
+                na0 = row0[later]
+                na1 = row1[later]
+                nbs = brow[later]
+            consumer_wait(full, s, passes)
+            mma_issue(part, tiles, s, c, True)
+            mma_retire(part)
+            if lane == 0:
+                consumer_release(empty, s)
+            if scaled:
+                f0 = fa0 * fb
+                f1 = fa1 * fb
+                for i in range(NACC):
+                    if i & 2:
+                        acc[i] += f1 * part[i]
+                    else:
+                        acc[i] += f0 * part[i]
+            else:
+                for i in range(NACC):
+                    acc[i] += part[i]
+            fa0, fa1, fb = na0, na1, nbs
+            s, passes = next_slot(s, passes)
+        return s, passes
+
+    return mma_tile

@@ -1,0 +1,341 @@
+"""``matmul()`` on fp8 operands: ``out = alpha * (scale_a * a) @ (scale_b * b) + beta * out``.
+
+``a`` (M, K) and ``b`` (K, N) hold float8 e4m3 or e5m2 values, any of the four pairs: torch
+``float8_e4m3fn`` / ``float8_e5m2`` tensors, or uint8/int8 arrays of any library with
+``in_dtype`` naming what their bytes are. fp8 ``wgmma`` reads both operands K-major, so ``a`` is
+row-major (K contiguous) and ``b`` the transpose of a row-major (N, K) weight (``w.t()``), as
+``torch._scaled_mm`` takes them. The scales (float32 device arrays, any strides, or Python
+numbers) select the kernel's mode (:mod:`numba_tma.kernels.gemm.scales`):
+
+- per tensor: a number, or a one-element array (0-d, (1,), (1, 1)), for each operand;
+- per row / column: ``scale_a`` of M values ((M,) or (M, 1)), ``scale_b`` of N ((N,), (1, N) or
+  (N, 1)); a per-tensor scale on the other side is broadcast;
+- block (DeepSeek-V3, DeepGEMM): ``scale_a`` (M, ceil(K/128)), one per row and 128-deep K block
+  (1 x 128), ``scale_b`` (ceil(N/128), ceil(K/128)), one per 128 x 128 block of the (N, K)
+  weight. Either layout of each (row-major, or DeepGEMM's and torch's column-major
+  "TMA-aligned" one): the kernel reads them through their strides.
+
+Accumulation is fp32, in two levels: each 128-deep K block's product (the tensor cores' fp8
+sum, which keeps fewer bits than fp32) is promoted into fp32 registers of its own, times its
+block scales (DeepGEMM's recipe, the precision of ``torch._scaled_mm``'s default
+``use_fast_accum=False``). ``fast_accum=True`` (per tensor or per row/column) lets the tensor
+cores' accumulator carry the whole K sum instead, as ``use_fast_accum=True`` does: wider tiles,
+faster, and on a long K of same-signed values a sum short by a large part. Output: bfloat16, float16 or float32 (``out`` or
+``out_dtype``; bfloat16 by default for torch, float32 otherwise).
+"""
+
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from ._arrays import allocate_like, numba_view
+from ._calls import BoundedCache, call_stream, operand_key
+from ._device import require_hopper
+from .kernels.gemm import WgmmaConfig, choose
+from .kernels.gemm.plan import LaunchPlan, sm_count
+from .kernels.gemm.scales import BLOCK_K
+from .launch import context_id_or_none
+from .matmul_api import (FP8_TORCH_DTYPES, _check_config, _check_tma, _dtype_label, _dtype_name,
+                         _span, _transposed)
+from .operands import check_device, read_operand
+
+__all__ = ["matmul_fp8", "check_fp8", "Fp8Checked", "choose_config"]
+
+_IN_DTYPES = {"e4m3": "e4m3", "float8_e4m3fn": "e4m3", "torch.float8_e4m3fn": "e4m3",
+              "e5m2": "e5m2", "float8_e5m2": "e5m2", "torch.float8_e5m2": "e5m2"}
+_RAW_BYTES = ("uint8", "int8", "torch.uint8", "torch.int8")
+_OUT_KINDS = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "float16": "f16",
+              "torch.float16": "f16", "float32": "f32", "torch.float32": "f32"}
+_DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+_label = _dtype_label
+
+
+def _fp8_kinds(a, b, in_dtype):
+    """``"e4m3_e5m2"``-style kind of the pair (A's element, B's)."""
+    if in_dtype is None:
+        kinds = []
+        for name, x in (("a", a), ("b", b)):
+            kind = FP8_TORCH_DTYPES.get(_label(x))
+            if kind is None:
+                raise TypeError(f"{name} must be float8_e4m3fn or float8_e5m2 (torch), or raw "
+                                f"bytes with in_dtype= naming them; got {_label(x)} (fp8 "
+                                f"matmul: scale_a/scale_b given, or the other operand is fp8)")
+            kinds.append(kind)
+        return "_".join(kinds)
+    names = tuple(in_dtype) if isinstance(in_dtype, (tuple, list)) else (in_dtype, in_dtype)
+    if len(names) != 2 or any(_IN_DTYPES.get(str(v)) is None for v in names):
+        raise ValueError(f"in_dtype must be 'e4m3' or 'e5m2' (float8_e4m3fn, float8_e5m2), or "
+                         f"a pair of them (a's, b's); got {in_dtype!r}")
+    kinds = []
+    for name, x, want in (("a", a, names[0]), ("b", b, names[1])):
+        kind, label = _IN_DTYPES[str(want)], _label(x)
+        if label in FP8_TORCH_DTYPES:
+            if FP8_TORCH_DTYPES[label] != kind:
+                raise TypeError(f"{name} is {label} but in_dtype says {want}")
+        elif label not in _RAW_BYTES:
+            raise TypeError(f"{name} must hold fp8 bytes (uint8/int8, or a torch float8 "
+                            f"tensor) for in_dtype={in_dtype!r}; got {label}")
+        kinds.append(kind)
+    return "_".join(kinds)
+
+
+def _elements(op):
+    """An operand's strides in elements (C-contiguous when the interface gives none)."""
+    if op.strides is None:
+        return tuple(int(np.prod(op.shape[i + 1:], dtype=np.int64)) for i in range(len(op.shape)))
+    return tuple(s // op.itemsize for s in op.strides)
+
+
+def _check_kmajor(op, argname, k_axis):
+    """fp8 operands are K-major: ``a`` (M, K) row-major, ``b`` (K, N) the transpose of a
+    row-major (N, K) array."""
+    if len(op.shape) != 2:
+        raise ValueError(f"{argname} must be 2-D; got shape {op.shape}")
+    if op.size == 0:
+        return                      # (nothing is loaded: any strides)
+    st = _elements(op)
+    other = 1 - k_axis
+    kmajor = ((op.shape[k_axis] <= 1 or st[k_axis] == 1)
+              and (op.shape[other] <= 1 or st[other] == op.shape[k_axis]))
+    if kmajor:
+        return
+    if argname == "a":
+        raise ValueError(f"a must be row-major (M x K, K contiguous) for fp8: wgmma reads fp8 "
+                         f"A K-major; its strides are {st} elements for shape {op.shape} "
+                         f"(pass a.contiguous())")
+    raise ValueError(f"b must be the transpose of a row-major (N, K) weight (w.t(), as "
+                     f"torch._scaled_mm takes it) for fp8: wgmma reads fp8 B K-major; its "
+                     f"strides are {st} elements for shape {op.shape} (pass "
+                     f"b.t().contiguous().t())")
+
+
+class _ScaleView:
+    """A float32 scale array as the kernel reads it: 2-D, strides in bytes (0 broadcasts)."""
+
+    def __init__(self, ptr, shape, strides):
+        self.__cuda_array_interface__ = {"shape": shape, "strides": strides, "typestr": "<f4",
+                                         "data": (ptr, False), "version": 3}
+
+
+_ones = {}
+
+
+def _one(ctx):
+    """A device float32 1 per context: the scale array of a side given as a number."""
+    if ctx not in _ones:
+        from numba import cuda
+
+        _ones[ctx] = cuda.to_device(np.ones(1, np.float32))
+    return _ones[ctx]
+
+
+def _classify(scale, argname, m_or_n, kb, nb):
+    """``(kind, operand or value)`` of one scale: "none", "number", "tensor", "row" or
+    "block"."""
+    if scale is None:
+        return "none", 1.0
+    if isinstance(scale, numbers.Real) and not isinstance(scale, (bool, np.bool_)):
+        return "number", float(scale)
+    op = read_operand(scale, argname)
+    if _label(scale) not in ("float32", "torch.float32"):
+        raise TypeError(f"{argname} must be float32; got {_label(scale)}")
+    check_device(op, argname, first="a")
+    shape = op.shape
+    if op.size == 1 and len(shape) <= 2:
+        return "tensor", op
+    rows = [(m_or_n,), (m_or_n, 1)] + ([(1, m_or_n)] if argname == "scale_b" else [])
+    block = (m_or_n, kb) if argname == "scale_a" else (nb, kb)
+    if shape in rows:
+        # scale_a's M values with one K block are both: the other side decides (check_fp8)
+        return ("row or block" if argname == "scale_a" and kb == 1 else "row"), op
+    if shape == block:
+        return "block", op
+    what = "M" if argname == "scale_a" else "N"
+    rowshapes = f"({m_or_n},) or ({m_or_n}, 1)" + (f" or (1, {m_or_n})"
+                                                   if argname == "scale_b" else "")
+    raise ValueError(f"{argname} has shape {shape}; it must be one value (per tensor), "
+                     f"{rowshapes} (one per {'row of a' if what == 'M' else 'column of b'}), "
+                     f"or {block} (block scales: "
+                     f"{'1 x 128 along K' if what == 'M' else '128 x 128 of the (N, K) weight'})")
+
+
+def _view(kind, op, shape, ctx):
+    """The 2-D ``shape`` view the kernel reads of one side's scale: broadcast (strides 0) for a
+    per-tensor scale, the array's own strides otherwise (a vector as a column)."""
+    if kind in ("none", "number"):
+        return _ScaleView(_one(ctx).__cuda_array_interface__["data"][0], shape, (0, 0))
+    if kind == "tensor":
+        return _ScaleView(op.ptr, shape, (0, 0))
+    st = op.strides if op.strides is not None else tuple(
+        4 * int(np.prod(op.shape[i + 1:], dtype=np.int64)) for i in range(len(op.shape)))
+    if kind == "row":               # (R,), (R, 1) or (1, R): the stride along R, as a column
+        long = max(range(len(op.shape)), key=lambda i: op.shape[i])
+        return _ScaleView(op.ptr, shape, (st[long] if op.shape[long] > 1 else 0, 0))
+    return _ScaleView(op.ptr, shape, tuple(st) if len(st) == 2 else (st[0], 0))
+
+
+class Fp8Checked(NamedTuple):
+    """What :func:`check_fp8` found."""
+
+    in_kind: str        # "e4m3_e5m2": a's element, b's
+    out_kind: object    # None when out is None
+    m: int
+    n: int
+    k: int
+    mode: str           # "", "tensor", "row" or "block"
+    sides: tuple        # ((kind, operand or value) of scale_a, of scale_b)
+
+
+def check_fp8(a, b, out, scale_a, scale_b, in_dtype, config=None, fast_accum=False):
+    """Every check of an fp8 ``matmul`` that needs no GPU (errors name the argument)."""
+    in_kind = _fp8_kinds(a, b, in_dtype)
+    oa, ob = read_operand(a, "a"), read_operand(b, "b")
+    check_device(ob, "b", first="a")
+    _check_kmajor(oa, "a", 1)
+    _check_kmajor(ob, "b", 0)
+    m, k = oa.shape
+    if ob.shape[0] != k:
+        raise ValueError(f"a is {m} x {k} but b is {ob.shape[0]} x {ob.shape[1]}: b must have "
+                         f"{k} rows")
+    n = ob.shape[1]
+    out_kind = None
+    if out is not None:
+        oo = read_operand(out, "out", writable=True)
+        check_device(oo, "out", first="a")
+        label = _label(out)
+        out_kind = _OUT_KINDS.get(label)
+        if out_kind is None:
+            raise TypeError(f"out must be bfloat16, float16 or float32 for fp8 inputs; got "
+                            f"{label} (fp8 output is not supported)")
+        if oo.shape != (m, n):
+            raise ValueError(f"out must have shape ({m}, {n}) for a {oa.shape} @ b "
+                             f"{ob.shape}; got {oo.shape}")
+        if m > 1 and n > 1 and _elements(oo) != (n, 1):
+            raise ValueError(f"out must be row-major (C-contiguous); its strides are "
+                             f"{_elements(oo)} elements")
+        if m and n:
+            _check_tma(oo, (m, n), "out", "row-major")
+        lo, hi = _span(oo)
+        for name, op in (("a", oa), ("b", ob)):
+            vlo, vhi = _span(op)
+            if op.size and oo.size and vlo < hi and lo < vhi:
+                raise ValueError(f"out overlaps {name}; matmul cannot run in place")
+    if m and n and k:
+        _check_tma(oa, (m, k), "a", "M x K row-major (fp8: one byte per element)")
+        _check_tma(ob, (n, k), "b", "the transpose of an (N, K) row-major weight (fp8: one "
+                                    "byte per element)")
+    kb, nb = -(-k // BLOCK_K), -(-n // BLOCK_K)
+    sides = (_classify(scale_a, "scale_a", m, kb, nb), _classify(scale_b, "scale_b", n, kb, nb))
+    kinds = {kind for kind, _ in sides}
+    if "row or block" in kinds:
+        either = "block" if "block" in kinds else "row"
+        sides = tuple((either if kind == "row or block" else kind, v) for kind, v in sides)
+        kinds = {kind for kind, _ in sides}
+    if "block" in kinds:
+        if kinds - {"block", "none", "number", "tensor"}:
+            raise ValueError(f"scale_a is {sides[0][0]}-wise but scale_b is {sides[1][0]}-wise: "
+                             f"block scales go with block scales (or a per-tensor scale) on "
+                             f"the other side; scale_a ({m}, {kb}), scale_b ({nb}, {kb})")
+        mode = "block"
+    elif "row" in kinds:
+        mode = "row"
+    elif "tensor" in kinds:
+        mode = "tensor"
+    else:
+        mode = ""           # numbers or nothing: folded into alpha
+    if fast_accum and mode == "block":
+        raise ValueError("fast_accum=True: block scales apply per K block, so their "
+                         "accumulation is always promoted; leave fast_accum False")
+    if config is not None:
+        _check_config(config)
+        if not isinstance(config, WgmmaConfig):
+            raise TypeError(f"config: fp8 runs the wgmma GEMM (a WgmmaConfig); got {config!r}")
+    return Fp8Checked(in_kind, out_kind, m, n, k, mode, sides)
+
+
+def _factor(scale_a, scale_b):
+    """The product of the scales given as numbers (folded into alpha)."""
+    f = 1.0
+    for s in (scale_a, scale_b):
+        if isinstance(s, numbers.Real):
+            f *= float(s)
+    return f
+
+
+def _scale_key(scale):
+    if scale is None or isinstance(scale, numbers.Real):
+        return "number"             # (its value is read per call: _factor)
+    return operand_key(scale)
+
+
+def choose_config(m, n, k, mode, promote=True):
+    """The config an fp8 ``matmul()`` runs on the current device."""
+    return choose.choose_fp8_config(m, n, k, sm_count(), mode, promote)
+
+
+class _Plan:
+    """The operand plan :class:`~numba_tma.kernels.gemm.plan.LaunchPlan` takes."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+#: fp8 launchers of the last operand sets, keyed by the context, every operand's and scale's
+#: key, ``in_dtype``, config and whether beta is 0 (as matmul()'s: docs/host.md).
+_launchers = BoundedCache(64)
+
+
+def matmul_fp8(a, b, out, alpha, beta, out_dtype, config, stream, scale_a, scale_b, in_dtype,
+               fast_accum=False):
+    """``matmul()``'s fp8 path (the module docstring); the caller entered ``a``'s device."""
+    handle = call_stream(stream, a)
+    ctx = context_id_or_none()
+    c = None
+    if out is None:
+        c = check_fp8(a, b, None, scale_a, scale_b, in_dtype, config, fast_accum)
+        if beta != 0:
+            raise ValueError("beta must be 0 when out is None (there is no C to scale)")
+        if out_dtype is None:
+            kind = "bf16" if hasattr(a, "new_empty") else "f32"
+        else:
+            kind = _OUT_KINDS.get(_dtype_name(out_dtype))
+            if kind is None:
+                raise TypeError(f"out_dtype must be bfloat16, float16 or float32 for fp8 "
+                                f"inputs; got {out_dtype}")
+        require_hopper("matmul")
+        out = allocate_like(a, (c.m, c.n), _DTYPE_NAMES[kind], stream=handle, ctx_id=ctx)
+    elif out_dtype is not None:
+        raise ValueError("give out or out_dtype, not both")
+    keys = (operand_key(a), operand_key(b), operand_key(out), _scale_key(scale_a),
+            _scale_key(scale_b))
+    key = None
+    if ctx is not None and None not in keys and (config is None
+                                                 or isinstance(config, WgmmaConfig)):
+        key = (ctx, keys, str(in_dtype), config, beta != 0, bool(fast_accum))
+    run = None if key is None else _launchers.get(key)
+    if run is None:
+        c = check_fp8(a, b, out, scale_a, scale_b, in_dtype, config, fast_accum)
+        require_hopper("matmul")
+        run = _bind(a, b, out, c, config, beta, ctx, fast_accum)
+        if key is not None:
+            _launchers.put(key, run)
+    run(alpha * _factor(scale_a, scale_b), beta, handle)
+    return out
+
+
+def _bind(a, b, out, c, config, beta, ctx, fast_accum):
+    promote = not fast_accum
+    cfg = config or choose_config(c.m, c.n, c.k, c.mode, promote)
+    va, vb, vo = numba_view(a, "a"), numba_view(b, "b"), numba_view(out, "out")
+    kb, nb = -(-c.k // BLOCK_K), -(-c.n // BLOCK_K)
+    shapes = {"": None, "tensor": ((1, 1), (1, 1)), "row": ((c.m, 1), (c.n, 1)),
+              "block": ((c.m, kb), (nb, kb))}[c.mode]
+    scales = () if shapes is None else tuple(
+        _view(kind, op, shape, ctx) for (kind, op), shape in zip(c.sides, shapes))
+    plan = _Plan(a=va, b=_transposed(vb), out=vo, a_kmajor=True, b_kmajor=True,
+                 in_kind=c.in_kind, out_kind=c.out_kind, m=c.m, n=c.n, k=c.k, config=cfg,
+                 scale=c.mode, scales=scales, promote=promote)
+    return LaunchPlan(plan, beta != 0).bind()

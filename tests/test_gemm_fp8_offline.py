@@ -1,0 +1,187 @@
+"""fp8 ``matmul()`` without a GPU: the kernels' machine code (QGMMA, no local memory, no calls,
+the promotion in fp32), the configs fp8 chooses, and every bad argument refused with its own
+message before anything needs the driver."""
+
+import os
+import pathlib
+import re
+
+import pytest
+
+from numba_tma import NoGPUError, matmul, matmul_fp8, operands
+from numba_tma.kernels.gemm import KernelSpec, WgmmaConfig
+from numba_tma.kernels.gemm.choose import (FP8_NARROW, OVERLAPPED, TALL, WIDE,
+                                           choose_fp8_config)
+from numba_tma.kernels.gemm.config import SIGNATURE
+
+BASE, MB = 1 << 40, 1 << 20
+offline = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
+                             reason="offline compilation needs the real CUDA target")
+SCALED_SIGNATURE = SIGNATURE[:-1] + ", float32[:, :], float32[:, :])"
+
+
+def _compile(cfg, spec):
+    from numba_tma.offline import compile_kernel
+
+    return compile_kernel(cfg.kernel(spec), SCALED_SIGNATURE if spec.scale else SIGNATURE)
+
+
+KERNELS = [
+    # (config, spec, wgmmas in the SASS' main loops)
+    (OVERLAPPED[WIDE], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "tensor"), 256),
+    (OVERLAPPED[WIDE], KernelSpec(True, True, "e4m3_e4m3", "f16", False, "row"), 256),
+    (TALL, KernelSpec(True, True, "e5m2_e4m3", "f32", True, "row"), 128),
+    (FP8_NARROW[128], KernelSpec(True, True, "e4m3_e5m2", "bf16", False, "block"), 128),
+    (FP8_NARROW[64], KernelSpec(True, True, "e5m2_e5m2", "f32", True, "row", True), 64),
+    (FP8_NARROW[128], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "", True), 128),
+]
+
+
+@offline
+@pytest.mark.parametrize("cfg, spec, n", KERNELS, ids=lambda x: getattr(x, "scale", None)
+                         or (repr(x) if not isinstance(x, int) else str(x)))
+def test_fp8_kernels_sass(cfg, spec, n):
+    kb = _compile(cfg, spec)
+    a, b = spec.in_kind.upper().split("_")
+    assert kb.count(f"QGMMA.64x{n}x32.F32.{a}.{b}") >= 4 and not kb.has("HGMMA")
+    assert kb.stack_bytes == 0 and kb.local_bytes == 0
+    assert kb.spill_stores == 0 and kb.spill_loads == 0
+    assert not kb.has("CALL") and not kb.has("LDL") and not kb.has("STL")
+    assert not kb.has("DFMA") and not kb.has("F2F.F64.F32")     # scales stay fp32
+    # ptxas neither serializes the wgmmas nor injects waits (it says so in its info log)
+    assert "C7514" not in kb.info_log and "C7517" not in kb.info_log
+    if spec.scale == "block":
+        # one fp32 FMA per accumulator and slice: 64 x 128 per consumer warpgroup = 64 each
+        assert kb.count("FFMA") >= cfg.bn // 2
+    elif spec.promote:
+        assert kb.count("FADD") >= cfg.bn // 2          # ... or an add, without scales
+    assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D")
+
+
+def test_fp8_configs_are_persistent():
+    for m, n, k in [(64, 7168, 16384), (128, 7168, 16384), (4096, 4096, 4096), (8, 16, 32),
+                    (4096, 7168, 16384), (1000, 1000, 1008)]:
+        for scale in ("", "tensor", "row", "block"):
+            for promote in (False, True):
+                cfg = choose_fp8_config(m, n, k, 132, scale, promote)
+                assert cfg.persistent
+                spec = KernelSpec(True, True, "e4m3_e4m3", "bf16", False, scale, promote)
+                cfg.check_spec(spec)
+                if spec.promoted:
+                    assert cfg.bn in (64, 128) and cfg.bm == 128 and not cfg.overlap_epilogue
+
+
+def test_config_refuses_what_it_cannot_run():
+    spec = KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block")
+    for cfg, what in [(WgmmaConfig(128, persistent=False), "persistent"),
+                      (WIDE, "promoted accumulation need"),
+                      (TALL, "promoted accumulation need"),
+                      (WgmmaConfig(128, stages=4), "mma_pipe=0")]:
+        with pytest.raises(ValueError, match=what):
+            cfg.kernel(spec)
+    with pytest.raises(ValueError, match="K-major"):
+        WIDE.kernel(KernelSpec(True, False, "e4m3_e4m3", "bf16", False, "tensor"))
+
+
+class Cai:
+    """An array exposing only a __cuda_array_interface__ (never dereferenced here); strides in
+    bytes."""
+
+    def __init__(self, shape, typestr="|u1", ptr=BASE, strides=None):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
+                                         "data": (ptr, False), "strides": strides, "version": 3}
+
+
+def weight_t(n, k, ptr=BASE + MB):
+    """``w.t()`` of a row-major (N, K) byte array: (K, N) with strides (1, K)."""
+    return Cai((k, n), ptr=ptr, strides=(1, k))
+
+
+def f32(shape, ptr=BASE + 8 * MB, strides=None):
+    return Cai(shape, "<f4", ptr, strides)
+
+
+A = Cai((64, 256))
+BAD = [
+    ("b_row_major", lambda: matmul(A, Cai((256, 64), ptr=BASE + MB), in_dtype="e4m3"),
+     ValueError, "b must be the transpose of a row-major (N, K) weight (w.t()"),
+    ("a_column_major", lambda: matmul(Cai((64, 256), strides=(1, 64)), weight_t(64, 256),
+                                      in_dtype="e4m3"), ValueError, "a must be row-major"),
+    ("k_not_16", lambda: matmul(Cai((64, 40)), weight_t(64, 40), in_dtype="e4m3"), ValueError,
+     "must be a multiple of 16 bytes for TMA"),
+    ("in_dtype", lambda: matmul(A, weight_t(64, 256), in_dtype="e3m4"), ValueError,
+     "in_dtype must be 'e4m3' or 'e5m2'"),
+    ("in_dtype_on_f16", lambda: matmul(Cai((64, 256), "<f2"), weight_t(64, 256),
+                                       in_dtype="e4m3"), TypeError, "a must hold fp8 bytes"),
+    ("scale_a_shape", lambda: matmul(A, weight_t(64, 256), scale_a=f32((63,)),
+                                     in_dtype="e4m3"), ValueError, "scale_a has shape (63,)"),
+    ("scale_b_block_shape", lambda: matmul(A, weight_t(200, 256), scale_a=f32((64, 2)),
+                                           scale_b=f32((1, 2)), in_dtype="e4m3"),
+     ValueError, "scale_b has shape (1, 2)"),
+    ("row_with_block", lambda: matmul(A, weight_t(64, 256), scale_a=f32((64, 2)),
+                                      scale_b=f32((64,)), in_dtype="e4m3"),
+     ValueError, "block scales go with block scales"),
+    ("scale_dtype", lambda: matmul(A, weight_t(64, 256), scale_a=Cai((64,), "<f8", BASE + 8 * MB),
+                                   in_dtype="e4m3"), TypeError, "scale_a must be float32"),
+    ("fp8_out", lambda: matmul(A, weight_t(64, 256), Cai((64, 64), ptr=BASE + 16 * MB),
+                               in_dtype="e4m3"), TypeError, "fp8 output is not supported"),
+    ("beta_without_out", lambda: matmul(A, weight_t(64, 256), beta=1.0, in_dtype="e4m3"),
+     ValueError, "beta must be 0 when out is None"),
+    ("out_dtype", lambda: matmul(A, weight_t(64, 256), out_dtype="int8", in_dtype="e4m3"),
+     TypeError, "out_dtype must be bfloat16, float16 or float32"),
+    ("fast_accum_block", lambda: matmul(A, weight_t(64, 256), scale_a=f32((64, 2)),
+                                        scale_b=f32((1, 2)), in_dtype="e4m3", fast_accum=True),
+     ValueError, "fast_accum=True: block scales"),
+    ("mma_sync_config", lambda: matmul(A, weight_t(64, 256), in_dtype="e4m3",
+                                       config=_mma_sync()), TypeError, "fp8 runs the wgmma GEMM"),
+]
+
+
+def _mma_sync():
+    from numba_tma.kernels.gemm import GemmConfig
+
+    return GemmConfig()
+
+
+@pytest.fixture(autouse=True)
+def one_gpu(monkeypatch):
+    monkeypatch.setattr(operands, "_device_count", lambda: 1)
+
+
+@pytest.mark.parametrize("call, exc, message", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_arguments_are_reported_before_the_driver(call, exc, message, monkeypatch):
+    monkeypatch.setattr(matmul_fp8, "require_hopper",
+                        lambda what: pytest.fail("reached the GPU check"))
+    monkeypatch.setattr(matmul_fp8, "allocate_like",
+                        lambda *a, **k: pytest.fail("allocated before the checks"))
+    with pytest.raises(exc, match=re.escape(message)):
+        call()
+
+
+def test_good_arguments_meet_the_gpu_check(monkeypatch):
+    def no_gpu(what):
+        raise NoGPUError(f"{what} needs a GPU")
+
+    monkeypatch.setattr(matmul_fp8, "require_hopper", no_gpu)
+    for sa, sb in [(None, None), (2.0, f32(())), (f32((64, 1)), f32((1, 64), BASE + 9 * MB)),
+                   (f32((64, 2)), f32((1, 2), BASE + 9 * MB)),
+                   (f32((64, 2), strides=(4, 256)), f32((1, 2), BASE + 9 * MB))]:
+        with pytest.raises(NoGPUError):
+            matmul(A, weight_t(64, 256), scale_a=sa, scale_b=sb, in_dtype=("e4m3", "e5m2"))
+
+
+GUIDE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "fp8.md"
+
+
+def guide_blocks():
+    """docs/fp8.md's ```python blocks: the kernel, its offline compile, its GPU run."""
+    return re.findall(r"```python\n(.*?)```", GUIDE.read_text(), re.S)
+
+
+@offline
+def test_fp8_guide_kernel_compiles_as_the_guide_says():
+    kernel, compile_it, _ = guide_blocks()
+    scope = {}
+    exec(compile(kernel, str(GUIDE), "exec"), scope)
+    exec(compile(compile_it, str(GUIDE), "exec"), scope)      # its own asserts
+    assert scope["kb"].spill_stores == 0
