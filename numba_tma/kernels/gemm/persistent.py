@@ -35,7 +35,7 @@ def kernel(cfg, spec):
                                  F.P.HALVES, False)
     SCALE, TM = spec.scale, cfg.bm
     scale_tile = rowcol_scaler(NACC, F.P.HALVES)
-    PROMOTE = spec.promote or SCALE == "block"
+    PROMOTE = spec.promoted
     if PROMOTE:
         assert BLOCK_K % cfg.bn == 0 and F.P.HALVES == 1 and cfg.mma_pipe == 0
         mma_promoted = promoting_mainloop(F.P, F.R, SCALE == "block")
