@@ -120,7 +120,8 @@ def promoting_mainloop(parts, ring, scaled):
 
     What was tried and measured (docs/fp8.md): issuing the next slice into a second buffer
     before promoting this one (``wait_group(1)``) made ptxas serialize every wgmma (C7514);
-    staggering the two consumers' first groups of a tile (a named barrier) changed nothing.
+    staggering the two consumers' first groups of a tile, or having them take turns on the
+    tensor cores slice by slice (named barriers), changed nothing.
     """
     NACC = parts.NACC
     assert parts.HALVES == 1
