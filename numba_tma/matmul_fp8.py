@@ -37,7 +37,7 @@ from .kernels.gemm.plan import LaunchPlan, sm_count
 from .kernels.gemm.scales import BLOCK_K
 from .launch import context_id_or_none
 from .matmul_api import (FP8_TORCH_DTYPES, _check_config, _check_tma, _dtype_label, _dtype_name,
-                         _span, _transposed)
+                         _refuse_capture, _span, _transposed)
 from .operands import check_device, read_operand
 
 __all__ = ["matmul_fp8", "check_fp8", "Fp8Checked", "choose_config"]
@@ -319,6 +319,7 @@ def matmul_fp8(a, b, out, alpha, beta, out_dtype, config, stream, scale_a, scale
     if run is None:
         c = check_fp8(a, b, out, scale_a, scale_b, in_dtype, config, fast_accum)
         require_hopper("matmul")
+        _refuse_capture(handle)         # (a new layout uploads tensor maps)
         run = _bind(a, b, out, c, config, beta, ctx, fast_accum)
         if key is not None:
             _launchers.put(key, run)
