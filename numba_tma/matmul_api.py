@@ -181,12 +181,7 @@ def check_matmul(a, b, out=None, config=None):
     n = ob.shape[1]
     oo, o_row = ops.get("out"), None
     if oo is not None:
-        if oo.shape != (m, n):
-            raise ValueError(f"out must have shape ({m}, {n}) for a {oa.shape} @ b "
-                             f"{ob.shape}; got {oo.shape}")
-        o_row, so = _matrix(oo, "out", prefer_row=True)
-        if not o_row and m > 1 and n > 1:
-            raise ValueError("out must be row-major (C-contiguous); got a column-major array")
+        o_row = check_out_layout(oo, oa, ob, m, n)
     # Rows of A and B in memory (their contiguous dimension) that are not whole 128-byte lines.
     ragged = all(inner * op.itemsize % 128 for op, (_, inner) in ((oa, sa), (ob, sb)))
     if config is not None:
@@ -196,14 +191,32 @@ def check_matmul(a, b, out=None, config=None):
         _check_tma(ob, sb, "b", "N-contiguous (K x N row-major)" if b_row else
                    "column-major (stored N x K)")
     if oo is not None:
-        if m and n:
-            _check_tma(oo, so, "out", "row-major")
-        lo, hi = _span(oo)
-        for name, op in (("a", oa), ("b", ob)):
-            vlo, vhi = _span(op)
-            if op.size and oo.size and vlo < hi and lo < vhi:
-                raise ValueError(f"out overlaps {name}; matmul cannot run in place")
+        check_out_placement(oo, oa, ob, m, n)
     return _Checked(a_row, b_row, o_row, in_kind, out_kind, m, n, k, ragged, config)
+
+
+def check_out_layout(oo, oa, ob, m, n):
+    """``out`` (an Operand) has the (M, N) shape of ``a @ b`` and is row-major; returns whether
+    it is row-major (a single row or column counts)."""
+    if oo.shape != (m, n):
+        raise ValueError(f"out must have shape ({m}, {n}) for a {oa.shape} @ b "
+                         f"{ob.shape}; got {oo.shape}")
+    o_row, _ = _matrix(oo, "out", prefer_row=True)
+    if not o_row and m > 1 and n > 1:
+        raise ValueError("out must be row-major (C-contiguous); got a column-major array")
+    return o_row
+
+
+def check_out_placement(oo, oa, ob, m, n):
+    """``out``'s rows suit TMA and it overlaps neither ``a`` nor ``b`` (after
+    :func:`check_out_layout`, so its storage is (M, N))."""
+    if m and n:
+        _check_tma(oo, (m, n), "out", "row-major")
+    lo, hi = _span(oo)
+    for name, op in (("a", oa), ("b", ob)):
+        vlo, vhi = _span(op)
+        if op.size and oo.size and vlo < hi and lo < vhi:
+            raise ValueError(f"out overlaps {name}; matmul cannot run in place")
 
 
 def plan_matmul(a, b, out, config=None):

@@ -20,8 +20,9 @@ sum, which keeps fewer bits than fp32) is promoted into fp32 registers of its ow
 block scales (DeepGEMM's recipe, the precision of ``torch._scaled_mm``'s default
 ``use_fast_accum=False``). ``fast_accum=True`` (per tensor or per row/column) lets the tensor
 cores' accumulator carry the whole K sum instead, as ``use_fast_accum=True`` does: wider tiles,
-faster, and on a long K of same-signed values a sum short by a large part. Output: bfloat16, float16 or float32 (``out`` or
-``out_dtype``; bfloat16 by default for torch, float32 otherwise).
+faster, and on a long K of same-signed values a sum short by a large part. Output: bfloat16,
+float16 or float32 (``out`` or ``out_dtype``; bfloat16 by default for torch, float32
+otherwise).
 """
 
 import numbers
@@ -36,8 +37,9 @@ from .kernels.gemm import WgmmaConfig, choose
 from .kernels.gemm.plan import LaunchPlan, sm_count
 from .kernels.gemm.scales import BLOCK_K
 from .launch import context_id_or_none
-from .matmul_api import (FP8_TORCH_DTYPES, _check_config, _check_tma, _dtype_label, _dtype_name,
-                         _refuse_capture, _span, _transposed)
+from .matmul_api import (_DTYPE_NAMES, FP8_TORCH_DTYPES, _check_config, _check_tma, _dtype_label,
+                         _dtype_name, _OUT_KINDS as _OUT_KINDS_16, _refuse_capture, _transposed,
+                         check_out_layout, check_out_placement)
 from .operands import check_device, read_operand
 
 __all__ = ["matmul_fp8", "check_fp8", "Fp8Checked", "choose_config"]
@@ -45,9 +47,8 @@ __all__ = ["matmul_fp8", "check_fp8", "Fp8Checked", "choose_config"]
 _IN_DTYPES = {"e4m3": "e4m3", "float8_e4m3fn": "e4m3", "torch.float8_e4m3fn": "e4m3",
               "e5m2": "e5m2", "float8_e5m2": "e5m2", "torch.float8_e5m2": "e5m2"}
 _RAW_BYTES = ("uint8", "int8", "torch.uint8", "torch.int8")
-_OUT_KINDS = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "float16": "f16",
-              "torch.float16": "f16", "float32": "f32", "torch.float32": "f32"}
-_DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+#: out's kinds: the 16-bit path's, and out_dtype="bfloat16" by name (fp8's default for torch)
+_OUT_KINDS = {**_OUT_KINDS_16, "bfloat16": "bf16"}
 
 
 _label = _dtype_label
@@ -169,8 +170,7 @@ def _view(kind, op, shape, ctx):
         return _ScaleView(_one(ctx).__cuda_array_interface__["data"][0], shape, (0, 0))
     if kind == "tensor":
         return _ScaleView(op.ptr, shape, (0, 0))
-    st = op.strides if op.strides is not None else tuple(
-        4 * int(np.prod(op.shape[i + 1:], dtype=np.int64)) for i in range(len(op.shape)))
+    st = tuple(op.itemsize * e for e in _elements(op))
     if kind == "row":               # (R,), (R, 1) or (1, R): the stride along R, as a column
         long = max(range(len(op.shape)), key=lambda i: op.shape[i])
         return _ScaleView(op.ptr, shape, (st[long] if op.shape[long] > 1 else 0, 0))
@@ -210,19 +210,8 @@ def check_fp8(a, b, out, scale_a, scale_b, in_dtype, config=None, fast_accum=Fal
         if out_kind is None:
             raise TypeError(f"out must be bfloat16, float16 or float32 for fp8 inputs; got "
                             f"{label} (fp8 output is not supported)")
-        if oo.shape != (m, n):
-            raise ValueError(f"out must have shape ({m}, {n}) for a {oa.shape} @ b "
-                             f"{ob.shape}; got {oo.shape}")
-        if m > 1 and n > 1 and _elements(oo) != (n, 1):
-            raise ValueError(f"out must be row-major (C-contiguous); its strides are "
-                             f"{_elements(oo)} elements")
-        if m and n:
-            _check_tma(oo, (m, n), "out", "row-major")
-        lo, hi = _span(oo)
-        for name, op in (("a", oa), ("b", ob)):
-            vlo, vhi = _span(op)
-            if op.size and oo.size and vlo < hi and lo < vhi:
-                raise ValueError(f"out overlaps {name}; matmul cannot run in place")
+        check_out_layout(oo, oa, ob, m, n)
+        check_out_placement(oo, oa, ob, m, n)
     if m and n and k:
         _check_tma(oa, (m, k), "a", "M x K row-major (fp8: one byte per element)")
         _check_tma(ob, (n, k), "b", "the transpose of an (N, K) row-major weight (fp8: one "
@@ -284,8 +273,12 @@ class _Plan:
 
 
 #: fp8 launchers of the last operand sets, keyed by the context, every operand's and scale's
-#: key, ``in_dtype``, config and whether beta is 0 (as matmul()'s: docs/host.md).
+#: key, ``in_dtype``, config, whether beta is 0 and ``fast_accum`` (as matmul()'s:
+#: docs/host.md).
 _launchers = BoundedCache(64)
+#: ((M, N), out dtype name) of inputs (keys of a, b and the scales, in_dtype, config, out_dtype,
+#: fast_accum) whose checks passed without ``out``: a repeated call allocates at once.
+_checked_inputs = BoundedCache(256)
 
 
 def matmul_fp8(a, b, out, alpha, beta, out_dtype, config, stream, scale_a, scale_b, in_dtype,
@@ -293,28 +286,36 @@ def matmul_fp8(a, b, out, alpha, beta, out_dtype, config, stream, scale_a, scale
     """``matmul()``'s fp8 path (the module docstring); the caller entered ``a``'s device."""
     handle = call_stream(stream, a)
     ctx = context_id_or_none()
-    c = None
+    inputs = (operand_key(a), operand_key(b), _scale_key(scale_a), _scale_key(scale_b))
+    known = None not in inputs and (config is None or isinstance(config, WgmmaConfig))
     if out is None:
-        c = check_fp8(a, b, None, scale_a, scale_b, in_dtype, config, fast_accum)
-        if beta != 0:
+        # (the checks before the allocation; inputs that passed them once skip them)
+        checked_key = (inputs, str(in_dtype), config, str(out_dtype), bool(fast_accum))
+        checked = _checked_inputs.get(checked_key) if known else None
+        if checked is None:
+            c = check_fp8(a, b, None, scale_a, scale_b, in_dtype, config, fast_accum)
+            if beta != 0:
+                raise ValueError("beta must be 0 when out is None (there is no C to scale)")
+            if out_dtype is None:
+                kind = "bf16" if hasattr(a, "new_empty") else "f32"
+            else:
+                kind = _OUT_KINDS.get(_dtype_name(out_dtype))
+                if kind is None:
+                    raise TypeError(f"out_dtype must be bfloat16, float16 or float32 for fp8 "
+                                    f"inputs; got {out_dtype}")
+            require_hopper("matmul")
+            checked = ((c.m, c.n), _DTYPE_NAMES[kind])
+            if known:
+                _checked_inputs.put(checked_key, checked)
+        elif beta != 0:
             raise ValueError("beta must be 0 when out is None (there is no C to scale)")
-        if out_dtype is None:
-            kind = "bf16" if hasattr(a, "new_empty") else "f32"
-        else:
-            kind = _OUT_KINDS.get(_dtype_name(out_dtype))
-            if kind is None:
-                raise TypeError(f"out_dtype must be bfloat16, float16 or float32 for fp8 "
-                                f"inputs; got {out_dtype}")
-        require_hopper("matmul")
-        out = allocate_like(a, (c.m, c.n), _DTYPE_NAMES[kind], stream=handle, ctx_id=ctx)
+        out = allocate_like(a, checked[0], checked[1], stream=handle, ctx_id=ctx)
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
-    keys = (operand_key(a), operand_key(b), operand_key(out), _scale_key(scale_a),
-            _scale_key(scale_b))
+    ko = operand_key(out)
     key = None
-    if ctx is not None and None not in keys and (config is None
-                                                 or isinstance(config, WgmmaConfig)):
-        key = (ctx, keys, str(in_dtype), config, beta != 0, bool(fast_accum))
+    if ctx is not None and known and ko is not None:
+        key = (ctx, inputs, ko, str(in_dtype), config, beta != 0, bool(fast_accum))
     run = None if key is None else _launchers.get(key)
     if run is None:
         c = check_fp8(a, b, out, scale_a, scale_b, in_dtype, config, fast_accum)

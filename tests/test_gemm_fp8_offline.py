@@ -185,3 +185,40 @@ def test_fp8_guide_kernel_compiles_as_the_guide_says():
     exec(compile(kernel, str(GUIDE), "exec"), scope)
     exec(compile(compile_it, str(GUIDE), "exec"), scope)      # its own asserts
     assert scope["kb"].spill_stores == 0
+
+
+def test_repeated_call_without_out_checks_once_and_allocates_alike(monkeypatch):
+    # The host path alone (no GPU): a repeat of the same inputs without out skips the checks,
+    # allocates what the first call did, and reuses the first call's launch for that out.
+    calls = {"check": 0, "bind": 0, "runs": []}
+    real_check = matmul_fp8.check_fp8
+
+    def counting_check(*args):
+        calls["check"] += 1
+        return real_check(*args)
+
+    def bind(a, b, out, c, config, beta, ctx, fast_accum):
+        calls["bind"] += 1
+        return lambda alpha, beta, stream: calls["runs"].append((alpha, c.mode))
+
+    allocated = []
+
+    def allocate(like, shape, dtype_name, stream=0, ctx_id=None):
+        allocated.append((shape, dtype_name))
+        return Cai(shape, "<f4", BASE + 32 * MB)        # the same buffer each time
+
+    monkeypatch.setattr(matmul_fp8, "check_fp8", counting_check)
+    monkeypatch.setattr(matmul_fp8, "require_hopper", lambda what: None)
+    monkeypatch.setattr(matmul_fp8, "context_id_or_none", lambda: 1)
+    monkeypatch.setattr(matmul_fp8, "_refuse_capture", lambda handle: None)
+    monkeypatch.setattr(matmul_fp8, "allocate_like", allocate)
+    monkeypatch.setattr(matmul_fp8, "_bind", bind)
+    b, sa = weight_t(64, 256), f32((64, 1))
+    for _ in range(3):
+        matmul(A, b, scale_a=sa, scale_b=2.0, in_dtype="e4m3", alpha=0.5)
+    assert allocated == [((64, 64), "float32")] * 3
+    # the first call checks twice (inputs, then with its out); the repeats not at all
+    assert calls["check"] == 2 and calls["bind"] == 1
+    assert calls["runs"] == [(1.0, "row")] * 3
+    with pytest.raises(ValueError, match="beta must be 0 when out is None"):
+        matmul(A, b, scale_a=sa, scale_b=2.0, in_dtype="e4m3", beta=1.0)

@@ -311,10 +311,11 @@ def triton_matmul():
     """``(tune, None)``, or ``(None, reason)`` where Triton is not importable.
 
     ``tune(a, b, out)`` computes ``out = a @ b`` (torch tensors: ``a`` (M, K) and ``b`` (K, N)
-    float16, bfloat16 or float8 (:data:`FLOAT_INPUTS`), any strides; ``out`` (M, N) float16, bfloat16 or float32) with the
-    Triton kernel autotuned over ``TRITON_CONFIGS`` for this (M, N, K) and these dtypes, and
-    returns ``(launch, config)``: ``launch()`` reruns it on the same tensors with the chosen
-    config, straight to the jitted kernel, so a timed call can never autotune.
+    float16, bfloat16 or float8 (:data:`FLOAT_INPUTS`), any strides; ``out`` (M, N) float16,
+    bfloat16 or float32) with the Triton kernel autotuned over ``TRITON_CONFIGS`` for this
+    (M, N, K) and these dtypes, and returns ``(launch, config)``: ``launch()`` reruns it on the
+    same tensors with the chosen config, straight to the jitted kernel, so a timed call can
+    never autotune.
     """
     matmul_kernel, why = triton_matmul_kernel()
     if matmul_kernel is None:

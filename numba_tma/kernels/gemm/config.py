@@ -18,7 +18,8 @@ from .ring import ATOM, SPAN
 
 __all__ = ["WgmmaConfig", "KernelSpec", "smem_bytes", "BM", "WG_ROWS", "THREADS",
            "CONSUMER_WARPS", "CONSUMER_THREADS", "SWIZZLE_ALIGN", "SLAB_ROWS", "C_BOX_BYTES",
-           "PRODUCER_REGS", "CONSUMER_REGS", "MAX_DYNAMIC_SMEM", "L2_PROMOTION", "SIGNATURE"]
+           "PRODUCER_REGS", "CONSUMER_REGS", "MAX_DYNAMIC_SMEM", "L2_PROMOTION", "SIGNATURE",
+           "FP8_KINDS", "is_fp8"]
 
 BM = 128                     # two consumer warpgroups x 64 rows
 WG_ROWS = 64                 # rows of C per consumer warpgroup (the m64 of wgmma)
@@ -39,6 +40,15 @@ L2_PROMOTION = 128
 #: M, N, K, the tile rows and columns, alpha and beta.
 SIGNATURE = ("void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64, int64, int64, "
              "float32, float32)")
+
+
+#: fp8 kinds, A's then B's element ("e4m3_e5m2"): both operands K-major, k32 per wgmma.
+FP8_KINDS = ("e4m3_e4m3", "e4m3_e5m2", "e5m2_e4m3", "e5m2_e5m2")
+
+
+def is_fp8(in_kind):
+    """Whether ``in_kind`` names an fp8 pair (one byte per element, 128 per slice row)."""
+    return in_kind in FP8_KINDS
 
 
 class KernelSpec(typing.NamedTuple):
@@ -202,10 +212,10 @@ class WgmmaConfig:
         """Raise ValueError where this config cannot run ``spec``: fp8 runs persistent only,
         and a promoting main loop (block scales) one m64 half per consumer, ``bn`` dividing
         128, ``mma_pipe=0``."""
-        if (spec.scale or spec.promote) and not spec.in_kind.startswith("e"):
+        if (spec.scale or spec.promote) and not is_fp8(spec.in_kind):
             raise ValueError(f"scale={spec.scale!r}, promote={spec.promote} are for fp8 "
                              f"inputs; in_kind is {spec.in_kind!r}")
-        if spec.in_kind.startswith("e") and not self.persistent:
+        if is_fp8(spec.in_kind) and not self.persistent:
             raise ValueError(f"{self!r}: fp8 GEMMs run persistent (persistent=True)")
         if spec.promoted and (self.bm != BM or 128 % self.bn or self.mma_pipe != 0):
             raise ValueError(f"{self!r}: block scales and promoted accumulation need "

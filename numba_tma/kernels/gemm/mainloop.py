@@ -19,21 +19,12 @@ from numba import cuda
 
 from ..._bridge import inline_device
 from ... import mbarrier, wgmma
-from .config import BM, SWIZZLE_ALIGN, WG_ROWS
+from .config import BM, SWIZZLE_ALIGN, WG_ROWS, is_fp8
 from .ring import ATOM_BYTES, BK, SPAN, Parts
 
 __all__ = ["wgmma_parts", "tile_mainloop"]
 
 _MMA = {"f16": wgmma.mma_f32_f16, "bf16": wgmma.mma_f32_bf16}
-#: fp8 kinds, A's then B's element ("e4m3_e5m2"): both operands K-major, k32 per wgmma.
-FP8_KINDS = ("e4m3_e4m3", "e4m3_e5m2", "e5m2_e4m3", "e5m2_e5m2")
-
-
-def is_fp8(in_kind):
-    """Whether ``in_kind`` names an fp8 pair (one byte per element, 128 per slice row)."""
-    return in_kind in FP8_KINDS
-
-
 def slice_k(in_kind):
     """K elements per ring slice: one 128-byte row of the operand's elements."""
     return 128 if is_fp8(in_kind) else BK
@@ -56,8 +47,8 @@ def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
     block, 128 (each consumer one m64 half) or 256 (two, each with its own accumulators);
     ``whole``: each consumer takes all ``tm`` rows (a ping-pong consumer its own tile, or a
     block's only consumer). ``in_kind``: "f16", "bf16" (k16 steps) or an fp8 pair of
-    :data:`FP8_KINDS` (k32 steps, K-major operands only): either way a step advances 32 bytes
-    along a K-major row, 4 steps per slot. Returns a namespace: ``NACC`` (f32 accumulators per
+    :data:`.config.FP8_KINDS` (k32 steps, K-major operands only): either way a step advances 32
+    bytes along a K-major row, 4 steps per slot. Returns a namespace: ``NACC`` (f32 accumulators per
     m64 half per thread), ``HALVES`` (m64 halves per consumer), ``STAGE_BYTES``, and the device
     functions ``mma_slot``, ``mma_issue`` (``fresh``: the group's first step overwrites the
     accumulators rather than adding to them), ``mma_retire``, ``fence_accumulators``."""

@@ -209,7 +209,8 @@ class LaunchPlan:
         extra_args, per_stream = self.extras
         scale_args = self.scales if scales is None else scales
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
-                                       *scale_args, *extra_args, shared_mem=self.nbytes, cluster=self.cluster,
+                                       *scale_args, *extra_args, shared_mem=self.nbytes,
+                                       cluster=self.cluster,
                                        dependent=self.dependent_capable and dependent_launches())
         lock, set_arg, set_pointer = prepared.lock, prepared.set, prepared.set_pointer
         last = [1.0, 0.0, None]                    # alpha, beta and the stream as packed

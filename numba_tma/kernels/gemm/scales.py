@@ -8,8 +8,8 @@ The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any stride
   and epilogue are the 16-bit kernels' (the wgmma accumulators carry the whole K sum).
 - ``"row"``: ``sa[r, 0]`` per row of A (C) and ``sb[c, 0]`` per column of B (C) multiply the
   finished accumulators before the epilogue (:func:`rowcol_scaler`).
-- ``"block"``: DeepSeek's recipe, always promoted (below). ``sa[r, kb]`` per row of A and 128-deep K block ``kb``,
-  ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A ring slice is exactly one K block
+- ``"block"``: DeepSeek's recipe, always promoted (below). ``sa[r, kb]`` per row of A and
+  128-deep K block ``kb``, ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A ring slice is exactly one K block
   (128 fp8 elements), so each slice's wgmmas write a fresh partial product into registers of
   their own, which the consumer adds into the fp32 accumulators times ``sa * sb``
   (:func:`promoting_mainloop`): the two-level accumulation that keeps a long K's sum at fp32
