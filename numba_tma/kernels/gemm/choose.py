@@ -40,7 +40,7 @@ OVERLAPPED = {cfg: cfg.replace(overlap_epilogue=True) for cfg in (CLUSTER, WIDE,
 
 #: fp8 runs persistent only (:meth:`WgmmaConfig.check_spec`): where choose_config takes one block
 #: per narrow tile, fp8 takes these, with as deep a ring as fits. They are block scales' configs
-#: too (each consumer promotes a 64 x 128 or 64 x 64 product beside its accumulators).
+#: too (each consumer holds two slices' 64 x 128 or 64 x 64 products beside its accumulators).
 FP8_NARROW = {128: WgmmaConfig(128, stages=6, mma_pipe=0),
               64: WgmmaConfig(64, stages=8, mma_pipe=0)}
 

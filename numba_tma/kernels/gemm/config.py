@@ -220,8 +220,8 @@ class WgmmaConfig:
         if spec.promoted and (self.bm != BM or 128 % self.bn or self.mma_pipe != 0):
             raise ValueError(f"{self!r}: block scales and promoted accumulation need "
                              f"bm={BM}, bn = 64 or 128 (one N block of B's scales per tile; "
-                             f"a slice's product beside the accumulators) and mma_pipe=0 "
-                             f"(each slice's product is promoted once it retires)")
+                             f"two slices' products beside the accumulators) and mma_pipe=0 "
+                             f"(the promoting main loop pipelines its own wgmma groups)")
 
     # ------------------------------------------------------------- what the launch takes
     #: The kernel's parameters after SIGNATURE's (a variant's workspace, ...): numba types.

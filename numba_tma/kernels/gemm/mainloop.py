@@ -116,8 +116,8 @@ def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
     @inline_device
     def mma_issue(acc, tiles, s, c, fresh):
         # mma_slot's wgmmas and commit without the wait (one m64 half): the overlapped
-        # epilogue stores a box of the previous tile between the two, the promoting main loop
-        # loads the next slot's scales.
+        # epilogue stores a box of the previous tile before the wait, the promoting main loop
+        # adds the slice before into its accumulators.
         a_desc, b_desc = slot_descriptors(tiles, s, c)
         wgmma.fence()
         for kk in range(BK // 16):

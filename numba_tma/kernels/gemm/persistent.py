@@ -46,7 +46,8 @@ def kernel(cfg, spec):
         dyn8, dynf, full, empty, cbar, extra = views()
         acc = cuda.local.array(NACC, np.float32)
         acc2 = cuda.local.array(NACC, np.float32)     # (unused, so gone, when HALVES = 1)
-        part = cuda.local.array(NACC, np.float32)     # (promoted: a slice's product)
+        part = cuda.local.array(NACC, np.float32)     # (promoted: slices' products, in turn)
+        part2 = cuda.local.array(NACC, np.float32)
         words = cuda.local.array(4, np.uint32)
         old = cuda.local.array(4, np.uint32)
         s = 0
@@ -61,7 +62,7 @@ def kernel(cfg, spec):
             unit += nclusters
             r = thread_row(row0, cw, lane, TM)
             if PROMOTE:
-                s, passes = mma_promoted(acc, part, tiles, full, empty, c, lane, 0, num_k, s,
+                s, passes = mma_promoted(acc, part, part2, tiles, full, empty, c, lane, 0, num_k, s,
                                          passes, sa, sb, min(r, m - 1), min(r + 8, m - 1),
                                          col0 // BLOCK_K)
             else:

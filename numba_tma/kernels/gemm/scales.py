@@ -24,7 +24,7 @@ import functools
 import numpy as np
 
 from ..._bridge import inline_device
-from ... import warp
+from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
 
 __all__ = ["SCALE_MODES", "BLOCK_K", "thread_row", "tensor_alpha", "rowcol_scaler",
@@ -110,63 +110,97 @@ def _no_scale_rows(sa, sb, ra, rb, nb):
 
 @functools.cache
 def promoting_mainloop(parts, ring, scaled):
-    """Two-level accumulation: ``mma_tile(acc, part, tiles, full, empty, c, lane, kt0, kt1, s,
-    passes, sa, sb, ra, rb, nb)``, a consumer's product over K slices ``kt0..kt1`` of one tile
-    (one m64 half), each slice's wgmma group written fresh into ``part`` and added into the
-    fp32 ``acc`` once it retired: times ``sa[ra or rb, kt] * sb[nb, kt]`` with block scales
+    """Two-level accumulation: ``mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0,
+    kt1, s, passes, sa, sb, ra, rb, nb)``, a consumer's product over K slices ``kt0..kt1`` of
+    one tile (one m64 half). Each slice's wgmma group writes a fresh partial product into
+    ``part`` or ``part2`` in turn, and is added into the fp32 ``acc`` while the next slice's
+    group runs (``wait_group(1)``): times ``sa[ra or rb, kt] * sb[nb, kt]`` with block scales
     (``scaled``; ``ra``, ``rb``: the thread's two rows, clamped to M; ``nb``: the tile's N
-    block), else as it is. Each slot is given back once its group retired; the next slice's
-    scales load under this slice's wait and wgmmas. Returns the ring position.
-
-    What was tried and measured (docs/fp8.md): issuing the next slice into a second buffer
-    before promoting this one (``wait_group(1)``) made ptxas serialize every wgmma (C7514);
-    staggering the two consumers' first groups of a tile, or having them take turns on the
-    tensor cores slice by slice (named barriers), changed nothing.
+    block), else as it is. A slice's scales load under its own wgmmas; each slot is given back
+    once its group retired. Returns the ring position.
     """
     NACC = parts.NACC
     assert parts.HALVES == 1
     rows_of = _scale_rows if scaled else _no_scale_rows
-    mma_issue, mma_retire = parts.mma_issue, parts.mma_retire
+    mma_issue = parts.mma_issue
     consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
     next_slot = ring.next_slot
 
     @inline_device
-    def mma_tile(acc, part, tiles, full, empty, c, lane, kt0, kt1, s, passes, sa, sb, ra, rb,
-                 nb):
+    def slice_scales(rows, kt):
+        # Slice kt's scales: rows r and r + 8 of A's, and B's (an unsigned index: no
+        # negative-index wraparound).
+        if scaled:
+            k = np.uint32(kt)
+            return rows[0][k], rows[1][k], rows[2][k]
+        one = np.float32(1)
+        return one, one, one
+
+    @inline_device
+    def promote(acc, part, f):
+        if scaled:
+            f0 = f[0] * f[2]
+            f1 = f[1] * f[2]
+            for i in range(NACC):
+                if i & 2:
+                    acc[i] += f1 * part[i]
+                else:
+                    acc[i] += f0 * part[i]
+        else:
+            for i in range(NACC):
+                acc[i] += part[i]
+
+    @inline_device
+    def retire(acc, older, empty, lane, ps, f, pending):
+        # Wait until only `pending` groups run: older's has retired; give its slot back and
+        # add it in, times its scales f.
+        wgmma.wait_group(pending)
+        wgmma.fence_operand(older, NACC)
+        if lane == 0:
+            consumer_release(empty, ps)
+        promote(acc, older, f)
+
+    @inline_device
+    def step(acc, older, newer, tiles, full, empty, c, lane, s, passes, ps, kt, f, rows):
+        # Issue slice kt (slot s) into newer and load its scales; promote the slice before it
+        # (slot ps, in older, scales f) under its wgmmas. Returns slice kt's scales.
+        consumer_wait(full, s, passes)
+        mma_issue(newer, tiles, s, c, True)
+        g = slice_scales(rows, kt)
+        retire(acc, older, empty, lane, ps, f, 1)
+        return g
+
+    @inline_device
+    def mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, sa, sb,
+                 ra, rb, nb):
         for i in range(NACC):
             acc[i] = 0.0
-        fa0 = fa1 = fb = np.float32(1)
-        row0, row1, brow = rows_of(sa, sb, ra, rb, nb)
-        if scaled and kt0 < kt1:
-            fa0 = row0[kt0]
-            fa1 = row1[kt0]
-            fb = brow[kt0]
-        for kt in range(kt0, kt1):
-            # the next slice's scales first: they load under this slice's wait and wgmmas
-            na0, na1, nbs = fa0, fa1, fb
-            if scaled:
-                later = min(kt + 1, kt1 - 1)
-                na0 = row0[later]
-                na1 = row1[later]
-                nbs = brow[later]
-            consumer_wait(full, s, passes)
-            mma_issue(part, tiles, s, c, True)
-            mma_retire(part)
-            if lane == 0:
-                consumer_release(empty, s)
-            if scaled:
-                f0 = fa0 * fb
-                f1 = fa1 * fb
-                for i in range(NACC):
-                    if i & 2:
-                        acc[i] += f1 * part[i]
-                    else:
-                        acc[i] += f0 * part[i]
-            else:
-                for i in range(NACC):
-                    acc[i] += part[i]
-            fa0, fa1, fb = na0, na1, nbs
+        if kt0 >= kt1:
+            return s, passes
+        rows = rows_of(sa, sb, ra, rb, nb)
+        consumer_wait(full, s, passes)
+        mma_issue(part, tiles, s, c, True)
+        f = slice_scales(rows, kt0)
+        ps = s
+        s, passes = next_slot(s, passes)
+        kt = kt0 + 1
+        # two slices a trip, so that each buffer is named by constants (registers)
+        while kt + 1 < kt1:
+            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, kt, f, rows)
+            ps = s
             s, passes = next_slot(s, passes)
+            f = step(acc, part2, part, tiles, full, empty, c, lane, s, passes, ps, kt + 1, f,
+                     rows)
+            ps = s
+            s, passes = next_slot(s, passes)
+            kt += 2
+        if kt < kt1:
+            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, kt, f, rows)
+            ps = s
+            s, passes = next_slot(s, passes)
+            retire(acc, part2, empty, lane, ps, f, 0)
+        else:
+            retire(acc, part, empty, lane, ps, f, 0)
         return s, passes
 
     return mma_tile
