@@ -45,7 +45,7 @@ def parse_args(argv=None):
                    help="interleaved timing rounds (default 3)")
     p.add_argument("--warmup", type=bench.argparse_type(bench.nonnegative_int), default=5,
                    help="untimed runs before each timing (default 5)")
-    p.add_argument("--config", dest="configs", type=bench.argparse_type(parse_config),
+    p.add_argument("--config", dest="configs", type=bench.argparse_type(bench.wgmma_config),
                    action="append", default=[], metavar="FIELD=VALUE,...",
                    help="also time matmul() forced to WgmmaConfig(FIELD=VALUE, ...) in every "
                         "case it can run (repeatable)")
@@ -58,20 +58,6 @@ def parse_args(argv=None):
     args.cases = [c for c in CASES if c[0] in modes]
     args.shapes = [tuple(s) for s in args.shape] if args.shape else list(DEFAULT_SHAPES)
     return args
-
-
-def parse_config(text):
-    """``bn=128,cluster_m=2`` -> that WgmmaConfig."""
-    from numba_tma.kernels.gemm import WgmmaConfig
-
-    fields = {}
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        if not value:
-            raise ValueError(f"{item!r} is not FIELD=VALUE")
-        flag = {"true": True, "false": False}.get(value.strip().lower())
-        fields[name.strip()] = int(value) if flag is None else flag
-    return WgmmaConfig(**fields)
 
 
 def make_inputs(torch, gen, m, n, k):

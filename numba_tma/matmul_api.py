@@ -128,6 +128,8 @@ class MatmulPlan:
     scale = ""          # (fp8 plans: the scale mode, the kernel's scale arrays, promotion)
     scales = ()
     promote = False
+    epilogue = None     # (a user epilogue: its EpilogueFn and the arguments the kernel takes)
+    epilogue_args = ()
 
     def __init__(self, a, b, out, a_kmajor, b_kmajor, in_kind, out_kind, m, n, k, config):
         self.a, self.b, self.out = a, b, out
@@ -240,6 +242,7 @@ def choose_config(m, n, k, ragged_rows=False):
 
 
 _CONFIG_TYPES = (WgmmaConfig, GemmConfig)
+_NO_ARGS = ()       # (matmul's default epilogue_args: the empty tuple, compared by identity)
 
 
 def _check_config(cfg):
@@ -268,7 +271,8 @@ _layouts = BoundedCache(LAYOUT_CACHE_SIZE)
 
 
 def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, stream=None,
-           scale_a=None, scale_b=None, in_dtype=None, fast_accum=False):
+           scale_a=None, scale_b=None, in_dtype=None, fast_accum=False, epilogue=None,
+           epilogue_args=_NO_ARGS):
     """``out = alpha * (a @ b) + beta * out`` with fp32 accumulation; returns ``out``.
 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
@@ -300,6 +304,13 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     or row/column only: the tensor cores' own fp8 sums, faster, less precise on a long K). The
     shapes and the output dtypes: :mod:`numba_tma.matmul_fp8`.
 
+    Epilogue: ``epilogue`` is a ``@cuda.jit(device=True)`` function ``fn(acc, row, col,
+    *epilogue_args)`` compiled into the kernel and applied to every element of C in registers
+    before the store: ``acc`` is ``alpha * (a @ b)[row, col]`` (plus ``beta * out[row, col]``)
+    in fp32, the result is stored; ``epilogue_args`` are CUDA arrays (float16/32/64, integer)
+    and numbers. Ready ones (bias, GELU, SiLU, ReLU, scales, residual, an auxiliary output):
+    :mod:`numba_tma.epilogues`; the rules: :mod:`numba_tma.matmul_epilogue`. 16-bit inputs.
+
     Repeated calls: the launcher of the last operand sets is cached (by CUDA context, addresses,
     shapes, strides, dtypes, ``config`` and whether ``beta`` is 0), so a repeated call skips
     validation and planning, and new buffers of a layout already planned reuse the plan (its
@@ -310,6 +321,17 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     """
     if type(alpha) is not float or type(beta) is not float:
         alpha, beta = _scalar(alpha, "alpha"), _scalar(beta, "beta")
+    if epilogue is not None:
+        if (in_dtype is not None or scale_a is not None or scale_b is not None
+                or _dtype_label(a) in FP8_TORCH_DTYPES):
+            raise ValueError("epilogue: fp8 matmul() takes no epilogue yet (16-bit inputs "
+                             "only)")
+        from .matmul_epilogue import matmul_epilogue
+
+        return _on_device(a, matmul_epilogue, a, b, out, alpha, beta, out_dtype, config,
+                          stream, epilogue, epilogue_args)
+    if epilogue_args is not _NO_ARGS:
+        raise ValueError("epilogue_args given without an epilogue")
     if (in_dtype is not None or scale_a is not None or scale_b is not None
             or _dtype_label(a) in FP8_TORCH_DTYPES):
         from .matmul_fp8 import matmul_fp8
@@ -345,21 +367,7 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
     if out is None and out_dtype is None and beta == 0 and _torch_like(a, b):
         out = a.new_empty((a.shape[0], b.shape[1]))     # a's dtype; checked with a's below
     if out is None:
-        if beta != 0:
-            raise ValueError("beta must be 0 when out is None (there is no C to scale)")
-        in_kind = _kind(a, "a", _IN_KINDS)
-        kind = in_kind if out_dtype is None else _OUT_KINDS.get(_dtype_name(out_dtype))
-        if kind is None:
-            raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
-        # The checks before the allocation: a bad a or b gets its own error, on any machine.
-        inputs = (ka, kb, cfg_key, kind)
-        if None in inputs[:2] or not known_config or _checked_inputs.get(inputs) is None:
-            check_matmul(a, b, None, config)
-            require_hopper("matmul")
-            if None not in inputs[:2] and known_config:
-                _checked_inputs.put(inputs, True)
-        ctx = context_id_or_none()
-        out = allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind], stream=handle, ctx_id=ctx)
+        out, ctx = allocate_out(a, b, beta, out_dtype, config, handle, ka, kb)
     elif out_dtype is not None:
         raise ValueError("give out or out_dtype, not both")
     ko = operand_key(out)
@@ -378,11 +386,11 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
                       ko[0] % TMA_ALIGN, cfg_key, beta != 0)
     layout = None if layout_key is None else _layouts.get(layout_key)
     if layout is not None and not layout.overlaps(ka[0], kb[0], ko[0]):
-        _refuse_capture(handle)
+        refuse_capture(handle)
         run = layout.bind(ka[0], kb[0], ko[0])
     else:
         plan = plan_matmul(a, b, out, config)       # every check, then the GPU's
-        _refuse_capture(handle)
+        refuse_capture(handle)
         layout = LaunchPlan(plan, beta != 0)
         run = layout.bind()
         if layout_key is not None:
@@ -393,7 +401,29 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
     return out
 
 
-def _refuse_capture(handle):
+def allocate_out(a, b, beta, out_dtype, config, handle, ka, kb):
+    """``(out, context id)``: C allocated like ``a`` (dtype ``out_dtype`` or ``a``'s) after the
+    checks of ``a`` and ``b`` (``ka``, ``kb``: their operand keys, None when unknown)."""
+    if beta != 0:
+        raise ValueError("beta must be 0 when out is None (there is no C to scale)")
+    known_config = config is None or isinstance(config, _CONFIG_TYPES)
+    in_kind = _kind(a, "a", _IN_KINDS)
+    kind = in_kind if out_dtype is None else _OUT_KINDS.get(_dtype_name(out_dtype))
+    if kind is None:
+        raise TypeError(f"out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
+    # The checks before the allocation: a bad a or b gets its own error, on any machine.
+    inputs = (ka, kb, config if known_config else None, kind)
+    if None in inputs[:2] or not known_config or _checked_inputs.get(inputs) is None:
+        check_matmul(a, b, None, config)
+        require_hopper("matmul")
+        if None not in inputs[:2] and known_config:
+            _checked_inputs.put(inputs, True)
+    ctx = context_id_or_none()
+    return allocate_like(a, _out_shape(a, b), _DTYPE_NAMES[kind], stream=handle,
+                         ctx_id=ctx), ctx
+
+
+def refuse_capture(handle):
     if is_capturing(handle):
         raise RuntimeError("matmul: these operands (addresses, shapes or dtypes) are new, and "
                            "their first call uploads tensor maps, which cannot happen during "

@@ -38,7 +38,7 @@ from .kernels.gemm.plan import LaunchPlan, sm_count
 from .kernels.gemm.scales import BLOCK_K
 from .launch import context_id_or_none
 from .matmul_api import (_DTYPE_NAMES, FP8_TORCH_DTYPES, _check_config, _check_tma, _dtype_label,
-                         _dtype_name, _OUT_KINDS as _OUT_KINDS_16, _refuse_capture, _transposed,
+                         _dtype_name, _OUT_KINDS as _OUT_KINDS_16, refuse_capture, _transposed,
                          check_out_layout, check_out_placement)
 from .operands import check_device, read_operand
 
@@ -268,6 +268,9 @@ def choose_config(m, n, k, mode, promote=True):
 class _Plan:
     """The operand plan :class:`~numba_tma.kernels.gemm.plan.LaunchPlan` takes."""
 
+    epilogue = None         # (fp8 takes no user epilogue yet)
+    epilogue_args = ()
+
     def __init__(self, **fields):
         self.__dict__.update(fields)
 
@@ -320,7 +323,7 @@ def matmul_fp8(a, b, out, alpha, beta, out_dtype, config, stream, scale_a, scale
     if run is None:
         c = check_fp8(a, b, out, scale_a, scale_b, in_dtype, config, fast_accum)
         require_hopper("matmul")
-        _refuse_capture(handle)         # (a new layout uploads tensor maps)
+        refuse_capture(handle)         # (a new layout uploads tensor maps)
         run = _bind(a, b, out, c, config, beta, ctx, fast_accum)
         if key is not None:
             _launchers.put(key, run)

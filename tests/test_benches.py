@@ -760,7 +760,7 @@ def test_every_script_imports_without_an_optional_library():
 
 # --- plots -------------------------------------------------------------------------------------
 
-SCRIPTS = ("gemm", "gemm_fp8", "host", "multicast", "reduce", "transpose", "transpose_ceiling",
+SCRIPTS = ("gemm", "gemm_epilogue", "gemm_fp8", "host", "multicast", "reduce", "transpose", "transpose_ceiling",
            "transpose_tune", "warp_gemm_banks")
 
 
@@ -853,6 +853,7 @@ CPU_SCRIPTS = ("compile_floor", "plot")
 NEEDS = [
     ("compile", ["--gpu"], ("torch", "an sm_90 GPU")),
     ("gemm", [], ("torch", "an sm_90 GPU")),
+    ("gemm_epilogue", [], ("torch", "an sm_90 GPU")),
     ("gemm_fp8", [], ("torch", "an sm_90 GPU")),
     ("host", [], ("torch", "an sm_90 GPU")),
     ("multicast", [], ("an sm_90 GPU",)),

@@ -89,7 +89,8 @@ LAYERS = [
     ["tensormap.cache", "_arrays", "_calls"],       # over both: cached maps, per-call plumbing
     ["kernels"],                                    # what the public API runs (kernels.gemm too)
     ["ladders"],                                    # the seed ladders, on the kernels' helpers
-    ["transpose_api", "matmul_api", "matmul_fp8"],  # the public API (*_kernels() lists ladders)
+    # the public API (*_kernels() lists ladders), and the epilogues it ships
+    ["transpose_api", "matmul_api", "matmul_fp8", "matmul_epilogue", "epilogues"],
     ["precompile", "bench"],                        # over the public API
     [""],                                           # numba_tma/__init__.py
 ]

@@ -74,8 +74,9 @@ def compiled():
             if block in KERNEL_BLOCKS:
                 before = set(scope)
                 exec(code(block, definitions_only=True), scope)
-                kernels += [v for k, v in scope.items()
-                            if k not in before and hasattr(v, "py_func")]
+                kernels += [v for k, v in scope.items()       # (device functions are not)
+                            if k not in before and hasattr(v, "py_func")
+                            and not getattr(v, "targetoptions", {}).get("device")]
             if block in OFFLINE_BLOCKS:
                 try:
                     exec(code(block), scope)

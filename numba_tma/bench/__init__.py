@@ -32,7 +32,7 @@ the functions that use them. The scripts in ``benches/`` are command lines over 
 
 from .args import (DTYPE_ALIASES, SUPPORTED_DTYPES, add_output_args, argparse_type,
                    nonnegative_int, parse_dtype, parse_dtype_list, positive_int, random_array,
-                   select_names, uint_view_dtype)
+                   select_names, uint_view_dtype, wgmma_config)
 from .env import (context_alive, dist_version, free_device_memory, gpu_environment,
                   gpu_problem, import_optional, package_versions, require, unmet_needs)
 from .plot import BASELINES, PLOTS, plot_panels, plot_size, write_plot
@@ -50,6 +50,6 @@ __all__ = [
     "package_versions", "parse_dtype", "parse_dtype_list", "pct_of", "plot_panels", "plot_size",
     "PLOTS", "positive_int", "random_array", "report_header", "require", "save_results",
     "select_names", "skippable", "speedup", "summarize", "SUPPORTED_DTYPES", "time_cuda",
-    "time_cuda_batch", "timestamp", "uint_view_dtype", "unmet_needs", "why", "write_json",
-    "write_plot",
+    "time_cuda_batch", "timestamp", "uint_view_dtype", "unmet_needs", "wgmma_config", "why",
+    "write_json", "write_plot",
 ]

@@ -126,3 +126,22 @@ def random_array(shape, dtype, rng, chunk_elems=1 << 26):
 def uint_view_dtype(itemsize):
     """The unsigned integer dtype of ``itemsize`` bytes: compare elements bit for bit."""
     return np.dtype(f"u{itemsize}")
+
+
+def wgmma_config(text):
+    """``bn=128,cluster_m=2`` -> that ``WgmmaConfig``; ``pingpong`` -> the ping-pong ladder's
+    ``PingPongConfig(128, stages=6)`` (the benches' ``--config``)."""
+    if text.strip() == "pingpong":
+        from numba_tma.ladders.gemm_pingpong import PingPongConfig
+
+        return PingPongConfig(128, stages=6)
+    from numba_tma.kernels.gemm import WgmmaConfig
+
+    fields = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if not value:
+            raise ValueError(f"{item!r} is not FIELD=VALUE")
+        flag = {"true": True, "false": False}.get(value.strip().lower())
+        fields[name.strip()] = int(value) if flag is None else flag
+    return WgmmaConfig(**fields)

@@ -239,6 +239,12 @@ TRITON_GROUP_M = 8              # tile rows that walk N together (B tiles reused
 TUNE_HOLD_CYCLES = 50_000_000   # GPU wait before each tuning round: longer than queuing its runs
 
 triton = tl = None              # imported by triton_matmul_kernel(): the kernel's globals
+_triton_epilogue_kernel = None
+#: The epilogues the Triton baseline fuses (matmul_epilogue_kernel's EPI), as
+#: numba_tma.epilogues names them.
+TRITON_EPILOGUES = {"bias": 1, "bias_relu": 2, "bias_gelu": 3, "bias_gelu_erf": 4,
+                    "bias_silu": 5, "row_scale": 6, "col_scale": 7, "residual": 8,
+                    "bias_gelu_aux": 9}
 
 
 @functools.lru_cache(maxsize=None)
@@ -255,19 +261,9 @@ def triton_matmul_kernel():
     import triton.language as tl
 
     @triton.jit
-    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                      stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr, ALIGN: tl.constexpr):
-        # Rows of a multiple of 8 elements are 16-byte aligned, but Triton infers alignment only
-        # from arguments divisible by 16 (its specialization). Rounding N, K and the row strides
-        # down to ALIGN, a no-op (8 only where the host saw multiples of 8), proves it, so the
-        # loads are vectorized and pipelined at shapes such as N = 4104 or 1000 too.
-        N = N // ALIGN * ALIGN
-        K = K // ALIGN * ALIGN
-        stride_am = stride_am // ALIGN * ALIGN
-        stride_bk = stride_bk // ALIGN * ALIGN
-        stride_cm = stride_cm // ALIGN * ALIGN
+    def matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    GROUP_M: tl.constexpr):
         # Grouped raster: GROUP_M tile rows sweep the tile columns together, so the B tiles
         # they share are read from L2 rather than HBM.
         pid = tl.program_id(0)
@@ -295,10 +291,73 @@ def triton_matmul_kernel():
             b_ptrs += BLOCK_K * stride_bk
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        return acc, rows, cols
+
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                      stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr, ALIGN: tl.constexpr):
+        # Rows of a multiple of 8 elements are 16-byte aligned, but Triton infers alignment only
+        # from arguments divisible by 16 (its specialization). Rounding N, K and the row strides
+        # down to ALIGN, a no-op (8 only where the host saw multiples of 8), proves it, so the
+        # loads are vectorized and pipelined at shapes such as N = 4104 or 1000 too.
+        N = N // ALIGN * ALIGN
+        K = K // ALIGN * ALIGN
+        stride_am = stride_am // ALIGN * ALIGN
+        stride_bk = stride_bk // ALIGN * ALIGN
+        stride_cm = stride_cm // ALIGN * ALIGN
+        acc, rows, cols = matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                                      stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
         c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
                  mask=(rows[:, None] < M) & (cols[None, :] < N))
 
+    global _triton_epilogue_kernel
+
+    @triton.jit
+    def matmul_epilogue_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                               stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                               stride_cn, v_ptr, r_ptr, stride_rm,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                               ALIGN: tl.constexpr, EPI: tl.constexpr):
+        # matmul_kernel with TRITON_EPILOGUES[EPI] fused before the store: v_ptr a vector (of
+        # N, or of M for row_scale), r_ptr an (M, N) matrix read (residual) or written
+        # (bias_gelu_aux's pre-activation).
+        N = N // ALIGN * ALIGN
+        K = K // ALIGN * ALIGN
+        stride_am = stride_am // ALIGN * ALIGN
+        stride_bk = stride_bk // ALIGN * ALIGN
+        stride_cm = stride_cm // ALIGN * ALIGN
+        acc, rows, cols = matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                                      stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
+        mask = (rows[:, None] < M) & (cols[None, :] < N)
+        if EPI == 6:                                            # row_scale
+            x = acc * tl.load(v_ptr + rows, mask=rows < M, other=0.0)[:, None]
+        elif EPI == 7:                                          # col_scale
+            x = acc * tl.load(v_ptr + cols, mask=cols < N, other=0.0)[None, :]
+        elif EPI == 8:                                          # residual
+            x = acc + tl.load(r_ptr + rows[:, None] * stride_rm + cols[None, :], mask=mask,
+                              other=0.0).to(tl.float32)
+        else:                                                   # bias, then an activation
+            x = acc + tl.load(v_ptr + cols, mask=cols < N, other=0.0)[None, :]
+        if EPI == 9:                                            # bias_gelu_aux: x kept
+            tl.store(r_ptr + rows[:, None] * stride_rm + cols[None, :],
+                     x.to(r_ptr.dtype.element_ty), mask=mask)
+        if EPI == 2:
+            x = tl.maximum(x, 0.0)
+        elif EPI == 3 or EPI == 9:                              # GELU, tanh approximation
+            y = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+            x = 0.5 * x * (2.0 * tl.sigmoid(2.0 * y))           # 1 + tanh(y) = 2 sigmoid(2y)
+        elif EPI == 4:
+            x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+        elif EPI == 5:
+            x = x * tl.sigmoid(x)
+        c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+        tl.store(c_ptrs, x.to(c_ptr.dtype.element_ty), mask=mask)
+
+    _triton_epilogue_kernel = matmul_epilogue_kernel
     return matmul_kernel, None
 
 
@@ -359,6 +418,25 @@ def triton_matmul():
         return launch, config
 
     return tune, None
+
+
+def triton_matmul_epilogue(config, name, a, b, out, vector=None, matrix=None):
+    """``launch()``: the Triton GEMM with the epilogue ``name`` (:data:`TRITON_EPILOGUES`)
+    fused, on ``config`` (a triton.Config, as :func:`triton_matmul`'s ``tune`` chose for the
+    plain GEMM): ``vector`` its bias or scale, ``matrix`` its residual (read) or pre-activation
+    (written)."""
+    kernel, why = triton_matmul_kernel()
+    if kernel is None:
+        raise RuntimeError(why)
+    (M, K), N = a.shape, b.shape[1]
+    v = vector if vector is not None else out
+    r = matrix if matrix is not None else out
+    align = 8 if all(x % 8 == 0 for x in (N, K, a.stride(0), b.stride(0), out.stride(0))) else 1
+    kw = config.kwargs
+    grid = (triton.cdiv(M, kw["BLOCK_M"]) * triton.cdiv(N, kw["BLOCK_N"]),)
+    return functools.partial(_triton_epilogue_kernel[grid], a, b, out, M, N, K, *a.stride(),
+                             *b.stride(), *out.stride(), v, r, r.stride(0), ALIGN=align,
+                             EPI=TRITON_EPILOGUES[name], **config.all_kwargs())
 
 
 def triton_config_label(config):

@@ -34,6 +34,20 @@ def _points_gemm_fp8(rows):
                    r["kernel"], _label(r["shape"]), r["TFLOPs"])
 
 
+def _points_gemm_epilogue(rows):
+    # A panel per shape and dtype: each epilogue's TFLOP/s, fused by matmul(), our plain
+    # matmul(), torch unfused and fused, Triton fused.
+    series = (("TFLOPs", "matmul(epilogue=)"), ("plain_TFLOPs", "matmul() plain"),
+              ("torch_TFLOPs", "torch unfused"), ("torch_fused_TFLOPs", "torch fused"),
+              ("triton_TFLOPs", "triton fused"))
+    for r in rows:
+        if _ok(r) and r["kernel"] == "matmul(epilogue=)":
+            for field, name in series:
+                if r.get(field) is not None:
+                    yield (f"{_label(r['shape'])} {r['in_dtype']}", name, r["epilogue"],
+                           r[field])
+
+
 def _points_bandwidth(rows):
     for r in rows:
         if _ok(r) and r.get("GBps") is not None:
@@ -96,6 +110,7 @@ def _points_compile_floor(rows):
 PLOTS = {
     "gemm": (_points_gemm, "TFLOP/s", "M x N x K"),
     "gemm_fp8": (_points_gemm_fp8, "TFLOP/s", "M x N x K"),
+    "gemm_epilogue": (_points_gemm_epilogue, "TFLOP/s (the GEMM's 2MNK)", "epilogue"),
     "transpose": (_points_bandwidth, "GB/s", "shape"),
     "reduce": (_points_bandwidth, "GB/s", "shape"),
     "transpose_ceiling": (_points_bandwidth, "GB/s", "shape"),

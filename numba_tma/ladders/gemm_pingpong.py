@@ -63,11 +63,12 @@ def _kernel(cfg, spec):
     views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
     skip_slots = F.R.skip_slots
     store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
-                                 F.P.HALVES, True)
+                                 F.P.HALVES, True, spec.epilogue)
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
-                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb):
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb,
+                ep):
         dyn8, dynf, full, empty, cbar, turn = views()
         acc = cuda.local.array(NACC, np.float32)
         acc2 = cuda.local.array(NACC, np.float32)
@@ -92,7 +93,7 @@ def _kernel(cfg, spec):
             s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s, passes,
                                  turn[1 - c:], lead)
             boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
-                                      col0, m, n, alpha, beta, words, old, boxes, loads)
+                                      col0, m, n, alpha, beta, words, old, boxes, loads, ep)
             s, passes = skip_slots(s, passes, num_k)
 
     return persistent_kernel(cfg, F, consume, empty_arrivals=CONSUMER_WARPS // 2,

@@ -156,7 +156,7 @@ def _kernel(cfg, spec):
     views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
     load_tile = F.R.load_tile
     store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
-                                 F.P.HALVES, False)
+                                 F.P.HALVES, False, spec.epilogue)
 
     @inline_device
     def take_partial(flags, p):
@@ -219,7 +219,8 @@ def _kernel(cfg, spec):
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
-                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb):
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb,
+                ep):
         dyn8, dynf, full, empty, cbar, extra = views()
         acc = cuda.local.array(NACC, np.float32)
         words = cuda.local.array(4, np.uint32)
@@ -235,7 +236,7 @@ def _kernel(cfg, spec):
             s, passes = mma_tile(acc, acc, tiles, full, empty, c, lane, 0, num_k, s, passes,
                                  full, False)
             boxes, loads = store_tile(acc, acc, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
-                                      col0, m, n, alpha, beta, words, old, boxes, loads)
+                                      col0, m, n, alpha, beta, words, old, boxes, loads, ep)
         it = sk_first(cid, sk_iters, nclusters)
         hi = sk_first(cid + 1, sk_iters, nclusters)
         while it < hi:
@@ -247,7 +248,7 @@ def _kernel(cfg, spec):
                 row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
                 boxes, loads = store_tile(acc, acc, dyn8, dynf, c_map, cbar, stage, cw, lane,
                                           row0, col0, m, n, alpha, beta, words, old, boxes,
-                                          loads)
+                                          loads, ep)
             else:
                 # A partial (this share starts inside the tile): to the block's slot.
                 for i in range(NACC):

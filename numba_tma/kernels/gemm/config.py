@@ -58,7 +58,9 @@ class KernelSpec(typing.NamedTuple):
     K-major); ``out_kind`` "f16"/"bf16"/"f32"; ``has_beta`` adds ``beta * C`` (C loaded by
     TMA); ``scale`` (fp8): "tensor", "row" or "block" (:mod:`.scales`), "" for none;
     ``promote`` (fp8): each slice's product is added into fp32 accumulators of their own
-    (block scales always are)."""
+    (block scales always are); ``epilogue``: the user's element function and its arguments'
+    types (:class:`.user_epilogue.EpilogueFn`; the kernel then takes those arguments last),
+    None for none."""
 
     a_kmajor: bool
     b_kmajor: bool
@@ -67,6 +69,7 @@ class KernelSpec(typing.NamedTuple):
     has_beta: bool
     scale: str = ""
     promote: bool = False
+    epilogue: typing.Any = None
 
     @property
     def out16(self):

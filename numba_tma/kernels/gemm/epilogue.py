@@ -24,6 +24,7 @@ from ..._bridge import inline_device
 from ... import fence, mbarrier, tma, warp
 from .config import C_BOX_BYTES, SLAB_ROWS, WG_ROWS
 from .ring import Parts, SPAN
+from .user_epilogue import element_epilogue
 
 __all__ = ["stmatrix_row", "box_writer", "slab_epilogue", "staged_epilogue", "packed_epilogue",
            "box_columns"]
@@ -46,20 +47,28 @@ def stmatrix_row(off, lane, q4):
 
 
 @functools.cache        # one set of device functions for every kernel that shares them
-def box_writer(out_kind, has_beta):
-    """``write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old)``: a consumer
-    warp's box ``j`` of C (the n8 tiles 8j..8j+7 of 16-bit output, 4j..4j+3 of f32) at byte
-    ``off`` of the uint8 shared array ``smem8``, which starts at float ``fbase`` of ``dynf``
-    (the dynamic shared memory as float32): ``alpha * acc``, plus ``beta`` times the box's old
-    contents (already loaded there) when ``has_beta``. ``j`` must be a compile-time constant
-    (an unrolled loop), as every accumulator index is. ``words`` and ``old`` are the warp's
-    4-word scratch fragments."""
+def box_writer(out_kind, has_beta, epi=None, j=None):
+    """``write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old, crow, col0,
+    m, n, ep)``: a consumer warp's box ``j`` of C (the n8 tiles 8j..8j+7 of 16-bit output,
+    4j..4j+3 of f32) at byte ``off`` of the uint8 shared array ``smem8``, which starts at float
+    ``fbase`` of ``dynf`` (the dynamic shared memory as float32): ``alpha * acc``, plus ``beta``
+    times the box's old contents (already loaded there) when ``has_beta``. ``j`` must be a
+    compile-time constant (an unrolled loop), as every accumulator index is. ``words`` and
+    ``old`` are the warp's 4-word scratch fragments.
+
+    With a user epilogue ``epi`` (:mod:`.user_epilogue`; ``ep`` its arguments), each element
+    of the warp's rows ``crow..crow + 15`` and the tile's columns from ``col0`` goes through it
+    (inside ``m`` x ``n``): that writer is box ``j``'s alone, its loops written out
+    (:func:`_epilogue_box_writer`)."""
+    if epi is not None:
+        return _epilogue_box_writer(out_kind, has_beta, epi, j)
     OUT16 = out_kind != "f32"
     pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
     unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
 
     @inline_device
-    def write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old):
+    def write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old, crow, col0,
+                  m, n, ep):
         if OUT16:
             for q4 in range(4):
                 soff = stmatrix_row(off, lane, q4)
@@ -94,12 +103,72 @@ def box_writer(out_kind, has_beta):
     return write_box
 
 
+def generated_device(name, lines, env):
+    """The ``@inline_device`` function ``name`` whose source is ``lines``, run in ``env``: code
+    written out for its constants, where LLVM would not unroll a loop whose body holds a user
+    epilogue (an accumulator index not constant sends every accumulator to local memory)."""
+    namespace = {"__name__": __name__, **env}
+    exec(compile("\n".join(lines) + "\n", f"<numba_tma: {name}>", "exec"), namespace)
+    return inline_device(namespace[name])
+
+
 @functools.cache
-def slab_epilogue(bn, out_kind, has_beta):
+def _epilogue_box_writer(out_kind, has_beta, epi, j):
+    # box_writer's write_box of box j with the user's epilogue, every loop written out, twice:
+    # for a box inside C (no test per element) and for one across its edge.
+    out16 = out_kind != "f32"
+    apply, apply_inside = element_epilogue(epi)
+    env = {"apply": apply, "apply_inside": apply_inside, "stmatrix_row": stmatrix_row,
+           "warp": warp, "pack": warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2,
+           "unpack": warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2}
+    body = []
+    if out16:
+        for q4 in range(4):
+            body.append(f"soff = stmatrix_row(off, lane, {q4})")
+            if has_beta:
+                body.append("warp.ldmatrix(old, smem8, soff, 4)")
+            for q in range(4):
+                t = (j * 4 + q4) * 2 + (q >> 1)
+                i = t * 4 + 2 * (q & 1)
+                body += [f"v0 = alpha * acc[{i}]", f"v1 = alpha * acc[{i + 1}]"]
+                if has_beta:
+                    body += [f"v0 += beta * unpack(old[{q}])",
+                             f"v1 += beta * unpack(old[{q}], True)"]
+                body += [f"v0 = APPLY(v0, r + {8 * (q & 1)}, c + {8 * t}, m, n, ep)",
+                         f"v1 = APPLY(v1, r + {8 * (q & 1)}, c + {8 * t + 1}, m, n, ep)",
+                         f"words[{q}] = pack(v0, v1)"]
+            body.append("warp.stmatrix(smem8, soff, words, 4)")
+    else:
+        body += ["g = lane >> 2", "t = lane & 3"]
+        for q in range(4):
+            for h in range(2):
+                i = (j * 4 + q) * 4 + 2 * h
+                body += [f"f = fbase + ((off + (g + {8 * h}) * {SPAN} + ((({q * 2} + (t >> 1))"
+                         f" ^ g) << 4) + (t & 1) * 8) >> 2)",
+                         f"v0 = alpha * acc[{i}]", f"v1 = alpha * acc[{i + 1}]"]
+                if has_beta:
+                    body += ["v0 += beta * dynf[f]", "v1 += beta * dynf[f + 1]"]
+                body += [f"v0 = APPLY(v0, r + {8 * h}, c + {8 * (j * 4 + q)}, m, n, ep)",
+                         f"v1 = APPLY(v1, r + {8 * h}, c + {8 * (j * 4 + q) + 1}, m, n, ep)",
+                         "dynf[f] = v0", "dynf[f + 1] = v1"]
+    cols = (j + 1) * box_columns(out_kind)          # the box's columns end col0 + cols
+    src = ["def write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old, "
+           "crow, col0, m, n, ep):",
+           "    r = crow + (lane >> 2)",            # lane's rows: r, r + 8
+           "    c = col0 + 2 * (lane & 3)",         # its columns of n8 tile t: c + 8 t (+ 1)
+           f"    if crow + {SLAB_ROWS} <= m and col0 + {cols} <= n:"]
+    src += ["        " + line.replace("APPLY", "apply_inside") for line in body]
+    src.append("    else:")
+    src += ["        " + line.replace("APPLY", "apply") for line in body]
+    return generated_device("write_box", src, env)
+
+
+@functools.cache
+def slab_epilogue(bn, out_kind, has_beta, epi=None):
     """One block per tile: slab ``w`` (rows ``row0 + 16 w..``) of a ``bn``-wide tile, in the
     ring at ``w * SLAB_BYTES``. ``load_old_slab`` (``beta``: its old C by TMA, lane 0),
-    ``write_slab`` (``alpha * acc`` + ``beta`` times the old C once landed) and
-    ``store_slab`` (lane 0; boxes past N skipped)."""
+    ``write_slab`` (``alpha * acc`` + ``beta`` times the old C once landed, then the user's
+    ``epi`` with arguments ``ep``) and ``store_slab`` (lane 0; boxes past N skipped)."""
     C_COLS = box_columns(out_kind)
     C_BOXES = bn // C_COLS
     SLAB_BYTES = C_BOXES * C_BOX_BYTES
@@ -114,15 +183,28 @@ def slab_epilogue(bn, out_kind, has_beta):
                 tma.load(tiles[w * SLAB_BYTES + j * C_BOX_BYTES:], c_map,
                          (crow, col0 + j * C_COLS), cbar[w:])
 
+    if epi is not None:         # (each box's writer called by name: box_writer)
+        env = {f"write_{j}": box_writer(out_kind, has_beta, epi, j) for j in range(C_BOXES)}
+        write_epilogue_slab = generated_device("write_slab", [
+            "def write_slab(acc, smem8, dynf, fbase, off, lane, alpha, beta, words, old, crow, "
+            "col0, m, n, ep):"] + [
+            f"    write_{j}(acc, smem8, dynf, fbase, off + {j * C_BOX_BYTES}, {j}, lane, alpha, "
+            f"beta, words, old, crow, col0, m, n, ep)" for j in range(C_BOXES)], env)
+
     @inline_device
-    def write_slab(acc, tiles, dynf, first, cbar, w, lane, row0, col0, m, n, alpha, beta):
-        if has_beta and row0 + w * SLAB_ROWS < m and col0 < n:
+    def write_slab(acc, tiles, dynf, first, cbar, w, lane, row0, col0, m, n, alpha, beta, ep):
+        crow = row0 + w * SLAB_ROWS
+        if has_beta and crow < m and col0 < n:
             mbarrier.wait(cbar[w:], 0)
         words = cuda.local.array(4, np.uint32)
         old = cuda.local.array(4, np.uint32)
-        for j in range(C_BOXES):
-            write_box(acc, tiles, dynf, first >> 2, w * SLAB_BYTES + j * C_BOX_BYTES, j, lane,
-                      alpha, beta, words, old)
+        if epi is not None:
+            write_epilogue_slab(acc, tiles, dynf, first >> 2, w * SLAB_BYTES, lane, alpha,
+                                beta, words, old, crow, col0, m, n, ep)
+        else:
+            for j in range(C_BOXES):
+                write_box(acc, tiles, dynf, first >> 2, w * SLAB_BYTES + j * C_BOX_BYTES, j,
+                          lane, alpha, beta, words, old, crow, col0, m, n, ep)
 
     @inline_device
     def store_slab(c_map, tiles, w, lane, row0, col0, m, n):
@@ -137,66 +219,109 @@ def slab_epilogue(bn, out_kind, has_beta):
 
 
 @functools.cache
-def staged_epilogue(bn, out_kind, has_beta, nbuf, tm, halves, whole):
+def _box_storer(write_box, c_cols, nbuf, has_beta):
+    """``store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha, beta,
+    words, old, boxes, loads, j, ep)``: box ``j`` of a warp's 16 rows of C (from row ``crow``)
+    written by ``write_box`` into the next of its ``nbuf`` staging boxes and stored (with
+    ``beta``, its old C loaded first); returns the counts of boxes staged and C boxes loaded."""
+    STORES_IN_FLIGHT = nbuf - 1                 # a warp's stores that may still read
+
+    @inline_device
+    def store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha, beta,
+                  words, old, boxes, loads, j, ep):
+        ccol = col0 + j * c_cols
+        inside = crow < m and ccol < n
+        off = stage + (boxes & (nbuf - 1)) * C_BOX_BYTES
+        boxes += 1
+        if lane == 0:
+            tma.wait_group_read(STORES_IN_FLIGHT)   # this buffer's last store read it
+        cuda.syncwarp()
+        if has_beta and inside:
+            if lane == 0:
+                mbarrier.arrive_expect_tx(cbar[cw:], C_BOX_BYTES)
+                tma.load(dyn8[off:], c_map, (crow, ccol), cbar[cw:])
+            mbarrier.wait(cbar[cw:], loads & 1)
+            loads += 1
+        write_box(acc, dyn8, dynf, 0, off, j, lane, alpha, beta, words, old, crow, col0, m, n,
+                  ep)
+        fence.proxy_async_shared()
+        cuda.syncwarp()
+        if lane == 0:
+            if inside:
+                tma.store(c_map, (crow, ccol), dyn8[off:])
+            tma.commit_group()          # (empty when outside: keeps the count)
+        return boxes, loads
+    return store_box
+
+
+@functools.cache
+def _epilogue_store_tile(out_kind, has_beta, nbuf, tm, halves, whole, epi, c_boxes):
+    # staged_epilogue's store_tile with a user epilogue: each box's store called by name.
+    env = {f"store_{j}": _box_storer(box_writer(out_kind, has_beta, epi, j),
+                                     box_columns(out_kind), nbuf, has_beta)
+           for j in range(c_boxes)}
+    args = ("dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha, beta, words, "
+            "old, boxes, loads")
+    src = ["def store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, "
+           "n, alpha, beta, words, old, boxes, loads, ep):",
+           f"    crow = row0 + {0 if whole else f'(cw >> 2) * {tm // 2}'} + (cw & 3) * "
+           f"{SLAB_ROWS}"]
+    for half in range(halves):
+        if half:
+            src.append(f"    crow += {WG_ROWS}")
+        src += [f"    boxes, loads = store_{j}({'acc2' if half else 'acc'}, {args}, {j}, ep)"
+                for j in range(c_boxes)]
+    src.append("    return boxes, loads")
+    return generated_device("store_tile", src, env)
+
+
+@functools.cache
+def staged_epilogue(bn, out_kind, has_beta, nbuf, tm, halves, whole, epi=None):
     """Persistent: ``store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
-    col0, m, n, alpha, beta, words, old, boxes, loads)`` writes consumer warp ``cw``'s 16 rows
-    x ``bn`` of each of its ``halves`` m64 halves (``acc``, ``acc2``) box by box through its
-    ``nbuf`` staging boxes at byte ``stage``; returns the counts of boxes staged (which buffer
-    is next) and of C boxes loaded for ``beta`` (``cbar``'s parity). ``whole``: the warpgroup
-    holds its own ``tm``-row tile (else its half of the block's rows)."""
+    col0, m, n, alpha, beta, words, old, boxes, loads, ep)`` writes consumer warp ``cw``'s 16
+    rows x ``bn`` of each of its ``halves`` m64 halves (``acc``, ``acc2``) box by box through
+    its ``nbuf`` staging boxes at byte ``stage`` (the user's ``epi`` applied, with arguments
+    ``ep``); returns the counts of boxes staged (which buffer is next) and of C boxes loaded
+    for ``beta`` (``cbar``'s parity). ``whole``: the warpgroup holds its own ``tm``-row tile
+    (else its half of the block's rows)."""
     C_COLS = box_columns(out_kind)
     C_BOXES = bn // C_COLS
-    STORES_IN_FLIGHT = nbuf - 1                 # a warp's stores that may still read
     HALF_BOXES = (C_BOXES + 1) // 2
-    write_box = box_writer(out_kind, has_beta)
+    store_box = _box_storer(box_writer(out_kind, has_beta), C_COLS, nbuf, has_beta)
 
     @inline_device
     def store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha,
-                    beta, words, old, boxes, loads, J0, J1):
+                    beta, words, old, boxes, loads, J0, J1, ep):
         # Boxes J0..J1 of a warp's 16 rows of C, one by one through its nbuf staging boxes.
         for j in range(J0, J1):
-            ccol = col0 + j * C_COLS
-            inside = crow < m and ccol < n
-            off = stage + (boxes & (nbuf - 1)) * C_BOX_BYTES
-            boxes += 1
-            if lane == 0:
-                tma.wait_group_read(STORES_IN_FLIGHT)   # this buffer's last store read it
-            cuda.syncwarp()
-            if has_beta and inside:
-                if lane == 0:
-                    mbarrier.arrive_expect_tx(cbar[cw:], C_BOX_BYTES)
-                    tma.load(dyn8[off:], c_map, (crow, ccol), cbar[cw:])
-                mbarrier.wait(cbar[cw:], loads & 1)
-                loads += 1
-            write_box(acc, dyn8, dynf, 0, off, j, lane, alpha, beta, words, old)
-            fence.proxy_async_shared()
-            cuda.syncwarp()
-            if lane == 0:
-                if inside:
-                    tma.store(c_map, (crow, ccol), dyn8[off:])
-                tma.commit_group()          # (empty when outside: keeps the count)
+            boxes, loads = store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
+                                     m, n, alpha, beta, words, old, boxes, loads, j, ep)
         return boxes, loads
+
+    if epi is not None:
+        return _epilogue_store_tile(out_kind, has_beta, nbuf, tm, halves, whole, epi, C_BOXES)
 
     @inline_device
     def store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n,
-                   alpha, beta, words, old, boxes, loads):
+                   alpha, beta, words, old, boxes, loads, ep):
         # Loops of at most 4 boxes: the compiler unrolls those, while one loop over the 8 f32
         # boxes of a 256-wide tile with beta's loads stayed a loop, its run-time accumulator
         # index sending all 128 accumulators to local memory.
         crow = row0 + (0 if whole else (cw >> 2) * (tm // 2)) + (cw & 3) * SLAB_ROWS
         boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
-                                   m, n, alpha, beta, words, old, boxes, loads, 0, HALF_BOXES)
+                                   m, n, alpha, beta, words, old, boxes, loads, 0, HALF_BOXES,
+                                   ep)
         boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
                                    m, n, alpha, beta, words, old, boxes, loads, HALF_BOXES,
-                                   C_BOXES)
+                                   C_BOXES, ep)
         if halves == 2:
             crow += WG_ROWS
             boxes, loads = store_boxes(acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, crow,
                                        col0, m, n, alpha, beta, words, old, boxes, loads, 0,
-                                       HALF_BOXES)
+                                       HALF_BOXES, ep)
             boxes, loads = store_boxes(acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, crow,
                                        col0, m, n, alpha, beta, words, old, boxes, loads,
-                                       HALF_BOXES, C_BOXES)
+                                       HALF_BOXES, C_BOXES, ep)
         return boxes, loads
 
     return store_tile

@@ -32,7 +32,7 @@ from .prologue import meet, ring_setup, start_dependent
 from .ring import Parts, ring, shared_views, slice_loader
 from .scheduler import cluster_place, raster
 
-__all__ = ["persistent_parts", "persistent_kernel"]
+__all__ = ["persistent_parts", "persistent_kernel", "kernel_entry"]
 
 
 @functools.cache
@@ -42,7 +42,8 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
     main loop), and the constants ``S``, ``BAR_BYTES``, ``RING_BYTES``, ``NBARS``.
     ``whole``: each consumer warpgroup its own tile (ping-pong); ``turns``: its main loop hands
     the turn to the other. ``BK``: K elements per slice; ``SCALED``: the kernel takes fp8
-    scales (``spec.scale``)."""
+    scales (``spec.scale``); ``EPI``: the user's epilogue (``spec.epilogue``), whose arguments
+    the kernel takes last."""
     S, CM = cfg.stages, cfg.cluster_m
     P = wgmma_parts(cfg.bn, cfg.mma_pipe, spec.a_kmajor, spec.b_kmajor, spec.in_kind, cfg.bm,
                     whole)
@@ -50,12 +51,31 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
     issue_slot = slice_loader(cfg.bm, cfg.bn, CM, spec.a_kmajor, spec.b_kmajor, bk=bk)
     R = ring(S, P.STAGE_BYTES, issue_slot, CM)
     NBARS = 2 * S + CONSUMER_WARPS
-    return Parts(P=P, R=R, S=S, BK=bk, SCALED=bool(spec.scale), NBARS=NBARS,
+    return Parts(P=P, R=R, S=S, BK=bk, SCALED=bool(spec.scale), EPI=spec.epilogue,
+                 NBARS=NBARS,
                  BAR_BYTES=8 * (NBARS + cfg.extra_barriers),
                  RING_BYTES=S * P.STAGE_BYTES,
                  tile_origin=raster(cfg.group_m, CM, cfg.bm, cfg.bn),
                  views=shared_views(S, CONSUMER_WARPS, cfg.extra_barriers),
                  mma_tile=tile_mainloop(P, R, cfg.mma_pipe, turns))
+
+
+_BASE_PARAMS = ("a_map", "b_map", "c_map", "m", "n", "k", "tiles_m", "tiles_n", "alpha", "beta")
+_SK_PARAMS = ("ws", "flags", "dp_units", "sk_iters")
+_SCALE_PARAMS = ("sa", "sb")
+
+
+def kernel_entry(body, threads, params, passed, n_epilogue_args):
+    """The ``@cuda.jit`` kernel ``gemm(a_map, ..., beta, *params, e0, e1, ...)`` that calls
+    ``body(a_map, ..., beta, *passed, (e0, e1, ...))``: a user epilogue's arguments are as many
+    as the user gives, so this entry point's source is written for their number."""
+    args = tuple(f"e{i}" for i in range(n_epilogue_args))
+    signature = ", ".join(_BASE_PARAMS + tuple(params) + args)
+    call = ", ".join(_BASE_PARAMS + tuple(passed) + ("(" + "".join(a + ", " for a in args)
+                                                     + ")",))
+    namespace = {"body": body, "__name__": __name__}
+    exec(f"def gemm({signature}):\n    body({call})\n", namespace)
+    return cuda.jit(launch_bounds=(threads, 1))(namespace["gemm"])
 
 
 @inline_device
@@ -75,8 +95,8 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     (:func:`persistent_parts`; the frame takes only the ring, the raster and the shared-memory
     layout of them, the same for every ``whole`` and ``turns``) around the variant's
     ``consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units, sk_iters,
-    num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb)``, run by every consumer
-    thread (``c`` its warpgroup 0 or 1, ``ct`` its thread 0..255, ``cw`` its warp 0..7,
+    num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb, ep)``, run by every
+    consumer thread (``c`` its warpgroup 0 or 1, ``ct`` its thread 0..255, ``cw`` its warp 0..7,
     ``stage`` the byte offset of its warp's C boxes); the consumers' units are
     ``cid, cid + nclusters, ...`` below ``dp_units``.
 
@@ -85,7 +105,9 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     producer's loads after the whole tiles (as ``_nothing_more``); ``stream_k``: the kernel
     also takes ``(ws, flags, dp_units, sk_iters)``, a workspace, flags and the split (else
     every unit is taken whole). With ``F.SCALED`` the kernel takes fp8 scales ``(sa, sb)``
-    after beta (:mod:`.scales`); else ``consume`` gets None for them."""
+    after beta (:mod:`.scales`); else ``consume`` gets None for them. With ``F.EPI`` it takes
+    the user epilogue's arguments last, which ``consume`` gets as the tuple ``ep`` (else
+    None)."""
     S, CM, NBUF = cfg.stages, cfg.cluster_m, cfg.c_buffers
     BAR_BYTES, RING_BYTES = F.BAR_BYTES, F.RING_BYTES
     views, tile_origin = F.views, F.tile_origin
@@ -101,7 +123,7 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
 
     @inline_device
     def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
-             dp_units, sk_iters, sa, sb):
+             dp_units, sk_iters, sa, sb, ep):
         dyn8, dynf, full, empty, cbar, extra = views()
         first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
         tiles = dyn8[first:]
@@ -144,27 +166,32 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
             stage = first + RING_BYTES + cw * (NBUF * C_BOX_BYTES)
             consume(tiles, first, c_map, wg - 1, lane, ct, cw, stage, cid, nclusters, dp_units,
                     sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa,
-                    sb)
+                    sb, ep)
             if lane == 0:
                 tma.wait_group_read(0)
         # (The block stays resident until its bulk stores have read their sources, and, in a
         # cluster, until the producer's drain has seen every remote arrive land.)
 
+    if F.EPI is not None:
+        params = (_SK_PARAMS if SK else ()) + (_SCALE_PARAMS if SCALED else ())
+        passed = ((_SK_PARAMS if SK else ("None", "None", "0", "0"))
+                  + (_SCALE_PARAMS if SCALED else ("None", "None")))
+        return kernel_entry(body, THREADS, params, passed, len(F.EPI.argtypes))
     if SK:
         @cuda.jit(launch_bounds=(THREADS, 1))
         def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
                  dp_units, sk_iters):
             body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
-                 dp_units, sk_iters, None, None)
+                 dp_units, sk_iters, None, None, None)
     elif SCALED:
         @cuda.jit(launch_bounds=(THREADS, 1))
         def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, sa, sb):
             body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, None, None, 0, 0,
-                 sa, sb)
+                 sa, sb, None)
     else:
         @cuda.jit(launch_bounds=(THREADS, 1))
         def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
             body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, None, None, 0, 0,
-                 None, None)
+                 None, None, None)
 
     return gemm

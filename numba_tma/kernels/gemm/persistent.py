@@ -32,7 +32,7 @@ def kernel(cfg, spec):
     NACC = F.P.NACC
     views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
     store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
-                                 F.P.HALVES, False)
+                                 F.P.HALVES, False, spec.epilogue)
     SCALE, TM = spec.scale, cfg.bm
     scale_tile = rowcol_scaler(NACC, F.P.HALVES)
     PROMOTE = spec.promoted
@@ -42,7 +42,8 @@ def kernel(cfg, spec):
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
-                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb):
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb,
+                ep):
         dyn8, dynf, full, empty, cbar, extra = views()
         acc = cuda.local.array(NACC, np.float32)
         acc2 = cuda.local.array(NACC, np.float32)     # (unused, so gone, when HALVES = 1)
@@ -71,6 +72,6 @@ def kernel(cfg, spec):
             if SCALE == "row":
                 scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n)
             boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
-                                      col0, m, n, alpha, beta, words, old, boxes, loads)
+                                      col0, m, n, alpha, beta, words, old, boxes, loads, ep)
 
     return persistent_kernel(cfg, F, consume)

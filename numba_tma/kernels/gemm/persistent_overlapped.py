@@ -8,7 +8,8 @@ its first ``C_BOXES`` slots each store one box of the packed tile between the wg
 the wait, so the stores run under the tensor cores' work instead of between tiles with them
 idle. The block's last tile is stored after its loop. f32 output and ``beta`` keep the plain
 epilogue (:mod:`.persistent`): their accumulators do not fit beside the next tile's. fp8
-with per-tensor or per-row/column scales (:mod:`.scales`) scales the accumulators as it packs.
+with per-tensor or per-row/column scales (:mod:`.scales`) scales the accumulators as it packs,
+and a user epilogue (:mod:`.user_epilogue`) runs on each element as it is packed.
 """
 
 import functools
@@ -19,9 +20,10 @@ from numba import cuda
 from ..._bridge import inline_device
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
-from .epilogue import packed_epilogue
+from .epilogue import generated_device, packed_epilogue
 from .frame import persistent_kernel, persistent_parts
-from .scales import rowcol_packer, tensor_alpha, thread_row
+from .scales import rowcol_packer, rowcol_scaler, tensor_alpha, thread_row
+from .user_epilogue import element_epilogue
 
 __all__ = ["kernel"]
 
@@ -36,6 +38,7 @@ def kernel(cfg, spec):
     F = persistent_parts(cfg, spec)
     NACC = F.P.NACC
     NWORDS = NACC // 2
+    BN = cfg.bn
     views, tile_origin = F.views, F.tile_origin
     mma_issue, mma_retire = F.P.mma_issue, F.P.mma_retire
     consumer_wait, consumer_release, next_slot = (F.R.consumer_wait, F.R.consumer_release,
@@ -43,6 +46,38 @@ def kernel(cfg, spec):
     store_packed = packed_epilogue(cfg.bn, spec.out_kind, cfg.c_buffers)
     pack = warp.pack_f16x2 if spec.out_kind == "f16" else warp.pack_bf16x2
     pack_scaled = rowcol_packer(NACC, spec.out_kind)
+    EPI = spec.epilogue is not None
+    scale_tile = rowcol_scaler(NACC, 1)
+    if EPI:     # (written out: LLVM would not unroll a loop of the user's code)
+        body = [f"c16[{w}] = pack(APPLY(alpha * acc[{2 * w}], row + {8 * (w & 1)}, "
+                f"col + {8 * (w >> 1)}, m, n, ep), APPLY(alpha * acc[{2 * w + 1}], "
+                f"row + {8 * (w & 1)}, col + {8 * (w >> 1) + 1}, m, n, ep))"
+                for w in range(NWORDS)]
+        apply, apply_inside = element_epilogue(spec.epilogue)
+        pack_epilogue = generated_device("pack_epilogue", [
+            "def pack_epilogue(c16, acc, row, col, m, n, alpha, ep, inside):",
+            "    if inside:"] + ["        " + b.replace("APPLY", "apply_inside") for b in body]
+            + ["    else:"] + ["        " + b.replace("APPLY", "apply") for b in body],
+            {"pack": pack, "apply": apply, "apply_inside": apply_inside})
+
+    @inline_device
+    def pack_tile(c16, acc, sa, sb, row0, col0, cw, lane, m, n, alpha, ep):
+        # The finished tile, times alpha (and its fp8 row/column scales), packed into 16-bit
+        # pairs; with a user epilogue, each element through it first.
+        if EPI:
+            if SCALE == "row":
+                scale_tile(acc, acc, sa, sb, thread_row(row0, cw, lane, TM), col0, lane, m, n)
+            # (accumulators 2w, 2w + 1: n8 tile w // 2, rows r + 8 (w % 2); the warp's 16
+            # rows and the tile's columns inside C: no test per element)
+            crow = row0 + (cw >> 2) * WG_ROWS + (cw & 3) * SLAB_ROWS
+            pack_epilogue(c16, acc, crow + (lane >> 2), col0 + 2 * (lane & 3), m, n, alpha,
+                          ep, crow + SLAB_ROWS <= m and col0 + BN <= n)
+        elif SCALE == "row":
+            pack_scaled(c16, acc, sa, sb, thread_row(row0, cw, lane, TM), col0, lane, m, n,
+                        alpha)
+        else:
+            for w in range(NWORDS):
+                c16[w] = pack(alpha * acc[2 * w], alpha * acc[2 * w + 1])
 
     @inline_device
     def slot_storing(acc, c16, tiles, full, empty, c, lane, kt, kt1, s, passes, pend, dyn8,
@@ -66,7 +101,8 @@ def kernel(cfg, spec):
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
-                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb):
+                sk_iters, num_k, tiles_m, tiles_n, rank, m, n, alpha, beta, ws, flags, sa, sb,
+                ep):
         dyn8, dynf, full, empty, cbar, extra = views()
         acc = cuda.local.array(NACC, np.float32)
         words = cuda.local.array(4, np.uint32)
@@ -108,12 +144,7 @@ def kernel(cfg, spec):
                 if lane == 0:
                     consumer_release(empty, s)
                 s, passes = next_slot(s, passes)
-            if SCALE == "row":
-                pack_scaled(c16, acc, sa, sb, thread_row(row0, cw, lane, TM), col0, lane, m, n,
-                            alpha)
-            else:
-                for w in range(NWORDS):
-                    c16[w] = pack(alpha * acc[2 * w], alpha * acc[2 * w + 1])
+            pack_tile(c16, acc, sa, sb, row0, col0, cw, lane, m, n, alpha, ep)
             pend = True
             pcrow = row0 + (cw >> 2) * WG_ROWS + (cw & 3) * SLAB_ROWS
             pcol = col0

@@ -25,6 +25,7 @@ from .mma_sync import WARP_TILE, GemmConfig
 from .mma_sync import smem_bytes as mma_sync_smem
 from .ring import BK
 from .scheduler import grid_size, tile_counts
+from .user_epilogue import stable
 
 __all__ = ["LaunchPlan", "kernel_variants", "kernel_for", "sm_count", "dependent_launches",
            "IN_KINDS", "OUT_KINDS", "ARGTYPES"]
@@ -75,7 +76,11 @@ def _direct(cfg, spec):
     kernel = cfg.kernel(spec)
     key = ("matmul", cfg, tuple(spec))
     argtypes = ARGTYPES + (SCALE_ARGTYPES if spec.scale else ()) + cfg.extra_argtypes
-    return DirectKernel(kernel, argtypes, key=key), _smem(cfg, spec)
+    cache = True
+    if spec.epilogue is not None:       # its arguments last; on disk where its code says all
+        argtypes += spec.epilogue.argtypes
+        cache = stable(spec.epilogue.fn)
+    return DirectKernel(kernel, argtypes, key=key, cache=cache), _smem(cfg, spec)
 
 
 @functools.cache
@@ -160,8 +165,9 @@ class LaunchPlan:
             return
         ctx = context_id()
         spec = KernelSpec(plan.a_kmajor, plan.b_kmajor, plan.in_kind, plan.out_kind, has_beta,
-                          plan.scale, plan.promote)
+                          plan.scale, plan.promote, plan.epilogue)
         self.scales = plan.scales
+        self.epilogue_args = plan.epilogue_args
         self.direct, self.nbytes = _ready(cfg.kernel_config(), spec, ctx)
         self.maps = _maps(plan, cfg, ctx)
         self.moves = (bool(plan.k), bool(plan.k), True)     # the K = 0 placeholder stays
@@ -192,9 +198,10 @@ class LaunchPlan:
         return any(ptr < out_ptr + so and out_ptr < ptr + span and span and so
                    for ptr, span in ((a_ptr, sa), (b_ptr, sb)))
 
-    def bind(self, *addresses, scales=None):
+    def bind(self, *addresses, scales=None, epilogue_args=None):
         """``run(alpha, beta, stream_handle)`` on the planned buffers, or on the buffers at
-        ``addresses`` (a, b, out); ``scales``: the fp8 scale arrays, the planned ones when None.
+        ``addresses`` (a, b, out); ``scales``: the fp8 scale arrays, ``epilogue_args``: the user
+        epilogue's arguments, the planned ones when None.
         Launched from the maps' device copies with the words packed once
         (launch.DirectKernel.prepare), not through numba's per-call argument typing."""
         if self.empty:
@@ -208,8 +215,10 @@ class LaunchPlan:
         words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
         extra_args, per_stream = self.extras
         scale_args = self.scales if scales is None else scales
+        epi_args = self.epilogue_args if epilogue_args is None else epilogue_args
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
-                                       *scale_args, *extra_args, shared_mem=self.nbytes,
+                                       *scale_args, *extra_args, *epi_args,
+                                       shared_mem=self.nbytes,
                                        cluster=self.cluster,
                                        dependent=self.dependent_capable and dependent_launches())
         lock, set_arg, set_pointer = prepared.lock, prepared.set, prepared.set_pointer

@@ -24,6 +24,7 @@ from ..._bridge import inline_device
 from ... import barrier, cluster, fence, griddep, mbarrier, tma, wgmma
 from .config import CONSUMER_REGS, CONSUMER_WARPS, PRODUCER_REGS, SWIZZLE_ALIGN
 from .epilogue import slab_epilogue
+from .frame import kernel_entry
 from .mainloop import wgmma_parts
 from .prologue import meet, ring_setup, start_dependent
 from .ring import BK, ring, shared_views, slice_loader
@@ -54,7 +55,7 @@ def kernel(cfg, spec):
     setup = ring_setup(S, 4 * NC * CN, CONSUMER_WARPS)
     meet_all = meet(CN)
     tile_origin = raster(cfg.group_m, 1, cfg.bm, BN)
-    E = slab_epilogue(BN, spec.out_kind, spec.has_beta)
+    E = slab_epilogue(BN, spec.out_kind, spec.has_beta, spec.epilogue)
     load_old_slab, write_slab, store_slab = E.load_old_slab, E.write_slab, E.store_slab
     has_beta = spec.has_beta
     EXCHANGE = NACC > 64
@@ -95,7 +96,7 @@ def kernel(cfg, spec):
 
     @inline_device
     def finish(acc, acc2, tiles, dynf, first, c_map, cbar, tid, lane, row0, col0, m, n, alpha,
-               beta):
+               beta, ep):
         # Slab cw is consumer warp cw's of two consumers; consumer warp cw's (first half) and
         # cw + 4's (second) of one.
         cw = (tid >> 5) - 4
@@ -103,10 +104,10 @@ def kernel(cfg, spec):
             load_old_slab(tiles, c_map, cbar, cw, lane, row0, col0, m, n)
             if ONE:
                 load_old_slab(tiles, c_map, cbar, cw + 4, lane, row0, col0, m, n)
-        write_slab(acc, tiles, dynf, first, cbar, cw, lane, row0, col0, m, n, alpha, beta)
+        write_slab(acc, tiles, dynf, first, cbar, cw, lane, row0, col0, m, n, alpha, beta, ep)
         if ONE:
             write_slab(acc2, tiles, dynf, first, cbar, cw + 4, lane, row0, col0, m, n, alpha,
-                       beta)
+                       beta, ep)
         fence.proxy_async_shared()
         cuda.syncwarp()
         store_slab(c_map, tiles, cw, lane, row0, col0, m, n)
@@ -116,8 +117,8 @@ def kernel(cfg, spec):
             tma.commit_group()
             tma.wait_group_read(0)
 
-    @cuda.jit(launch_bounds=(NTHREADS, 1))
-    def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
+    @inline_device
+    def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ep):
         dyn8, dynf, full, empty, cbar, _ = views()
         first = smem.aligned_offset(dyn8, BAR_BYTES, SWIZZLE_ALIGN)
         tiles = dyn8[first:]
@@ -161,6 +162,13 @@ def kernel(cfg, spec):
         # the ring becomes the warps' slabs of C.
         barrier.sync(1, NTHREADS - 128)
         finish(acc, acc2, tiles, dynf, first, c_map, cbar, tid, lane, row0, col0, m, n, alpha,
-               beta)
+               beta, ep)
+
+    if spec.epilogue is not None:       # (the user's epilogue arguments come last)
+        return kernel_entry(body, NTHREADS, (), (), len(spec.epilogue.argtypes))
+
+    @cuda.jit(launch_bounds=(NTHREADS, 1))
+    def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta):
+        body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, None)
 
     return gemm

@@ -1,0 +1,103 @@
+"""The user's epilogue in a GEMM kernel: a ``@cuda.jit(device=True)`` function applied to each
+element of C in registers, before the store (``matmul(..., epilogue=fn, epilogue_args=...)``).
+
+``fn(acc, row, col, *args)`` gets the element's fp32 value (``alpha * (A @ B)``, plus ``beta``
+times the old C when given), its row and column in C (int64) and the call's ``epilogue_args``
+(device arrays and scalars, as numba types them), and returns the value to store (any number;
+cast to float32, then to C's dtype). It is compiled into the kernel (inlined: no call, no
+stack) and runs only for elements inside the M x N matrix, so it may index vectors of M or N
+without bounds checks. It may also write other arrays (an auxiliary output such as the
+pre-activation: ``aux[row, col] = x``).
+
+:class:`EpilogueFn` is what a kernel's :class:`~.config.KernelSpec` carries: the function and
+its arguments' numba types (hashable, so it keys the kernel caches; the disk cache keys it by
+the function's bytecode and captured values, :func:`stable`).
+"""
+
+import functools
+import types as pytypes
+import typing
+
+import numpy as np
+
+from ..._bridge import inline_device
+
+__all__ = ["EpilogueFn", "element_epilogue", "stable"]
+
+
+class EpilogueFn(typing.NamedTuple):
+    """A user epilogue as a kernel sees it: ``fn``, the ``@cuda.jit(device=True)`` dispatcher,
+    and ``argtypes``, the numba types of its ``epilogue_args``."""
+
+    fn: object
+    argtypes: tuple
+
+    @property
+    def name(self):
+        """The function's name, for messages."""
+        py = getattr(self.fn, "py_func", self.fn)
+        return getattr(py, "__qualname__", repr(py))
+
+
+@functools.cache        # one per function and argument types: every kernel of it shares it
+def element_epilogue(epi):
+    """``(apply, apply_inside)``: ``apply(v, row, col, m, n, args)`` -> float32 is
+    ``epi.fn(v, row, col, *args)`` where ``row < m`` and ``col < n``, else ``v`` (a box's
+    elements past C's edge are never stored); ``apply_inside(v, row, col, m, n, args)`` the
+    same for an element known to be inside, without the test (the writers take it for whole
+    boxes inside C: no branch around each element, so their loads issue together)."""
+    user = inline_device(epi.fn.py_func)    # (the user's code, forceinlined into the kernel)
+
+    @inline_device
+    def apply(v, row, col, m, n, args):
+        if row < m and col < n:
+            return np.float32(user(v, row, col, *args))
+        return v
+
+    @inline_device
+    def apply_inside(v, row, col, m, n, args):
+        return np.float32(user(v, row, col, *args))
+    return apply, apply_inside
+
+
+_SIMPLE = (int, float, complex, bool, str, bytes, type(None))
+
+
+def stable(fn, depth=0, seen=None):
+    """Whether ``fn``'s code is all its compiled kernel depends on, so the disk cache may key it
+    by bytecode: everything it captures or names is a number, string, tuple of those, module,
+    or a function (or device function) that is itself stable. A captured array or object is
+    not: its contents are baked into the code but not into the key."""
+    seen = set() if seen is None else seen
+    func = getattr(fn, "py_func", fn)
+    if not isinstance(func, pytypes.FunctionType):
+        return False
+    if id(func) in seen:
+        return True
+    if depth > 4:
+        return False
+    seen.add(id(func))
+    values = []
+    for cell in func.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            return False
+    code_names = set(func.__code__.co_names)
+    for c in func.__code__.co_consts:
+        if isinstance(c, pytypes.CodeType):
+            code_names.update(c.co_names)
+    values += [func.__globals__[name] for name in code_names if name in func.__globals__]
+    return all(_stable_value(v, depth, seen) for v in values)
+
+
+def _stable_value(value, depth, seen):
+    if isinstance(value, _SIMPLE) or isinstance(value, pytypes.ModuleType):
+        return True
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return True
+    if isinstance(value, tuple):
+        return all(_stable_value(v, depth, seen) for v in value)
+    if isinstance(value, type):                  # (np.float32 and the like)
+        return True
+    return stable(value, depth + 1, seen)

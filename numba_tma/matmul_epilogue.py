@@ -1,0 +1,202 @@
+"""``matmul(a, b, out, epilogue=fn, epilogue_args=(...))``: the GEMM with the user's element
+function applied in registers before the store (:mod:`numba_tma.kernels.gemm.user_epilogue`;
+shipped ones: :mod:`numba_tma.epilogues`).
+
+The checks, before anything reaches the driver: ``epilogue`` is a ``@cuda.jit(device=True)``
+function that types for ``(float32, int64, int64, *argument types)`` and returns a number
+(compiled once per function and argument types, its errors naming it); each of
+``epilogue_args`` is a CUDA array (numba, CuPy or torch; float16/32/64 or integer, any
+strides) on ``a``'s device, or a Python number, and matches the function's ``arg_shapes``
+when it declares them. Launches are cached like ``matmul()``'s, by the operands, the function
+and its arguments' addresses and values.
+"""
+
+import numbers
+
+import numpy as np
+from numba import cuda, types
+
+from ._calls import BoundedCache, call_stream, operand_key
+from .kernels.gemm import GemmConfig
+from .kernels.gemm.plan import LaunchPlan
+from .kernels.gemm.user_epilogue import EpilogueFn
+from .launch import context_id_or_none
+from .operands import check_device, read_operand
+
+__all__ = ["matmul_epilogue", "check_epilogue"]
+
+#: The element types a numba kernel reads from an argument array, by typestr.
+_NUMBA_DTYPES = {"<f2": types.float16, "<f4": types.float32, "<f8": types.float64,
+                 "|i1": types.int8, "<i2": types.int16, "<i4": types.int32, "<i8": types.int64,
+                 "|u1": types.uint8, "<u2": types.uint16, "<u4": types.uint32,
+                 "<u8": types.uint64, "|b1": types.boolean}
+_TORCH_TYPESTR = {"torch.float16": "<f2", "torch.float32": "<f4", "torch.float64": "<f8",
+                  "torch.int8": "|i1", "torch.int16": "<i2", "torch.int32": "<i4",
+                  "torch.int64": "<i8", "torch.uint8": "|u1", "torch.bool": "|b1"}
+
+
+class _ArgView:
+    """An epilogue argument array as the kernel takes it (its interface, not the array: a
+    cached launcher keeps no user memory alive)."""
+
+    __slots__ = ("__cuda_array_interface__",)
+
+    def __init__(self, op, typestr):
+        self.__cuda_array_interface__ = {"shape": op.shape, "strides": op.strides,
+                                         "typestr": typestr, "data": (op.ptr, False),
+                                         "version": 3}
+
+
+def _is_device_function(fn):
+    return (hasattr(fn, "py_func") and hasattr(fn, "targetoptions")
+            and bool(fn.targetoptions.get("device")))
+
+
+def _argument(value, i):
+    """``(numba type, value as the kernel takes it, cache key)`` of ``epilogue_args[i]``."""
+    name = f"epilogue_args[{i}]"
+    if isinstance(value, (bool, np.bool_)):
+        return types.boolean, bool(value), ("b", bool(value))
+    if isinstance(value, (numbers.Integral, np.integer)):
+        v = int(value)
+        if not -2 ** 63 <= v < 2 ** 63:
+            raise ValueError(f"{name} = {v} does not fit in int64")
+        return types.int64, v, ("i", v)
+    if isinstance(value, np.float32):
+        return types.float32, float(value), ("f4", float(value))
+    if isinstance(value, (numbers.Real, np.floating)):
+        return types.float64, float(value), ("f8", float(value))
+    if isinstance(value, (tuple, list, dict, str)) or value is None:
+        raise TypeError(f"{name} must be a CUDA array or a number; got {type(value).__name__}")
+    op = read_operand(value, name)
+    spec = str(op.spec)
+    typestr = _TORCH_TYPESTR.get(spec, spec)
+    dtype = _NUMBA_DTYPES.get(typestr)
+    if dtype is None:
+        hint = (" (numba reads no bfloat16 arrays: pass a float32 copy, e.g. bias.float())"
+                if "bfloat16" in spec or typestr == "<V2" else "")
+        raise TypeError(f"{name} has dtype {op.dtype}; an epilogue argument array must be "
+                        f"float16/32/64, integer or bool{hint}")
+    check_device(op, name, first="a")
+    ndim = len(op.shape)
+    if ndim == 0:
+        raise ValueError(f"{name} is a 0-d array; pass a Python number (or a 1-element "
+                         f"array)")
+    key = ("a", op.ptr, op.shape, op.strides, typestr)
+    return types.Array(dtype, ndim, "A"), _ArgView(op, typestr), key
+
+
+def _check_shapes(fn, values, m, n):
+    shapes = getattr(fn, "arg_shapes", None)
+    if shapes is None:
+        return
+    name = fn.py_func.__qualname__
+    if len(values) != len(shapes):
+        raise TypeError(f"epilogue_args: {name} takes {len(shapes)} argument(s) "
+                        f"({', '.join(shapes)}); got {len(values)}")
+    sizes = {"M": m, "N": n}
+    for i, (want, value) in enumerate(zip(shapes, values)):
+        shape = tuple(getattr(value, "shape", ()))
+        expect = tuple(sizes[c] for c in want)
+        if shape != expect:
+            raise ValueError(f"epilogue_args[{i}] must have shape "
+                             f"({', '.join(want)}) = {expect} for {name} on this "
+                             f"{m} x {n} output; got {shape}")
+
+
+_typed = {}
+
+
+def _check_types(fn, argtypes):
+    """Compile ``fn`` for ``(float32, int64, int64, *argtypes)`` once: its typing errors and a
+    non-number result are reported as the user's, not as the GEMM kernel's."""
+    key = (fn, argtypes)
+    if key in _typed:
+        return
+    name = fn.py_func.__qualname__
+    sig = (types.float32, types.int64, types.int64) + argtypes
+    shown = ", ".join(["acc: float32", "row: int64", "col: int64"]
+                      + [f"{t}" for t in argtypes])
+    try:
+        _, resty = cuda.compile_ptx(fn.py_func, sig, device=True, cc=(9, 0))
+    except Exception as e:          # numba's TypingError and its kin
+        first = str(e).strip().splitlines()
+        raise TypeError(f"epilogue: {name}({shown}) does not compile: "
+                        f"{' '.join(first[:12])}") from None
+    if not isinstance(resty, (types.Number, types.Boolean)):
+        raise TypeError(f"epilogue: {name}({shown}) returns {resty}; it must return a number "
+                        f"(the value to store)")
+    _typed[key] = resty
+
+
+def check_epilogue(epilogue, epilogue_args, m, n):
+    """``(EpilogueFn, the values the kernel takes, their keys)`` after every check of
+    ``epilogue`` and ``epilogue_args`` for an ``m x n`` output."""
+    if not _is_device_function(epilogue):
+        hint = (" (decorate it with @numba.cuda.jit(device=True))"
+                if callable(epilogue) else "")
+        raise TypeError(f"epilogue must be a @cuda.jit(device=True) function "
+                        f"fn(acc, row, col, *epilogue_args); got {epilogue!r}{hint}")
+    if not isinstance(epilogue_args, (tuple, list)):
+        raise TypeError(f"epilogue_args must be a tuple of the epilogue's extra arguments "
+                        f"(e.g. (bias,)); got {type(epilogue_args).__name__}")
+    parts = [_argument(v, i) for i, v in enumerate(epilogue_args)]
+    _check_shapes(epilogue, epilogue_args, m, n)
+    argtypes = tuple(p[0] for p in parts)
+    _check_types(epilogue, argtypes)
+    return EpilogueFn(epilogue, argtypes), tuple(p[1] for p in parts), tuple(p[2] for p in parts)
+
+
+_launchers = BoundedCache(64)
+_layouts = BoundedCache(64)
+
+
+def _quick_key(value):
+    """A cheap key of one epilogue argument (its type and value, or the array's operand key),
+    None where only the full check can tell."""
+    if isinstance(value, (numbers.Number, np.generic)):
+        return (type(value), value)
+    return operand_key(value)
+
+
+def matmul_epilogue(a, b, out, alpha, beta, out_dtype, config, stream, epilogue,
+                    epilogue_args):
+    """``matmul()`` with an epilogue (16-bit inputs; ``a``'s device is current)."""
+    from .matmul_api import allocate_out, plan_matmul, refuse_capture
+
+    if isinstance(config, GemmConfig):
+        raise ValueError("epilogue: the mma.sync rung (config=GemmConfig) takes no epilogue; "
+                         "leave config out or give a WgmmaConfig")
+    handle = call_stream(stream, a)
+    ka, kb = operand_key(a), operand_key(b)
+    if out is None:
+        out, _ = allocate_out(a, b, beta, out_dtype, config, handle, ka, kb)
+    elif out_dtype is not None:
+        raise ValueError("give out or out_dtype, not both")
+    ko = operand_key(out)
+    quick = (tuple(_quick_key(v) for v in epilogue_args)
+             if type(epilogue_args) is tuple else (None,))
+    ctx = None if None in (ka, kb, ko) or None in quick else context_id_or_none()
+    key = None if ctx is None else (ctx, ka, kb, ko, config, beta != 0, epilogue, quick)
+    run = None if key is None else _launchers.get(key)
+    if run is None:
+        m, n = int(out.shape[0]), int(out.shape[1])
+        epi, values, _ = check_epilogue(epilogue, epilogue_args, m, n)
+        layout_key = None if key is None else (ctx, ka[1:], kb[1:], ko[1:], ka[0] % 16,
+                                               kb[0] % 16, ko[0] % 16, config, beta != 0, epi)
+        layout = None if layout_key is None else _layouts.get(layout_key)
+        if layout is not None and not layout.overlaps(ka[0], kb[0], ko[0]):
+            refuse_capture(handle)
+            run = layout.bind(ka[0], kb[0], ko[0], epilogue_args=values)
+        else:
+            plan = plan_matmul(a, b, out, config)
+            plan.epilogue, plan.epilogue_args = epi, values
+            refuse_capture(handle)
+            layout = LaunchPlan(plan, beta != 0)
+            run = layout.bind()
+            if layout_key is not None:
+                _layouts.put(layout_key, layout)
+        if key is not None:
+            _launchers.put(key, run)
+    run(alpha, beta, handle)
+    return out

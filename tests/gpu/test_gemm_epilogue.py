@@ -1,0 +1,241 @@
+"""``matmul(..., epilogue=fn, epilogue_args=...)`` on the GPU: every shipped epilogue
+(numba_tma.epilogues) and user-written ones, on every kernel family matmul() runs (one block per
+tile, persistent, overlapped epilogue, 2-CTA clusters, 256 x 128 and 128 x 192 tiles, the
+stream-K and ping-pong ladders), 16-bit and f32 outputs, with ``beta``, at tile multiples and odd
+shapes, against torch's float32 epilogue on the same product.
+
+Small-integer operands make the GEMM exact, so the epilogues made of one fp32 add or multiply
+(bias, ReLU, scales, residual) compare exactly after the same rounding to the output dtype; the
+transcendental ones (GELU, SiLU: fast ``exp`` and division, libdevice's ``erff``, against
+torch's) within one unit in a 16-bit output's last place (2^-16 relative in f32). Outputs are poisoned (NaN) before each run.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from numba_tma import epilogues, matmul
+from numba_tma.kernels.gemm import GemmConfig
+from numba_tma.kernels.gemm.choose import (CLUSTER, N192, NARROW, NARROW_PAIRS, OVERLAPPED, TALL,
+                                           WIDE)
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+SHAPES = [(128, 256, 64), (257, 200, 136), (1, 16, 16), (1000, 1032, 520)]
+EXACT = ("bias", "bias_relu", "row_scale", "col_scale", "residual")
+_gen = []
+
+
+def generator():
+    """The tests' seeded CUDA generator, made at first use (not at import: compute-sanitizer)."""
+    if not _gen:
+        _gen.append(torch.Generator(device="cuda"))
+        _gen[0].manual_seed(int(np.random.SeedSequence().entropy % 2**31))
+    return _gen[0]
+
+
+def ints(shape, lo=-3, hi=4, dtype=torch.float32):
+    return torch.randint(lo, hi, shape, device="cuda", generator=generator()).to(dtype)
+
+
+def uniform(shape):
+    return torch.rand(shape, device="cuda", generator=generator()) * 2 - 1
+
+
+def reference(name, p, vec, mat):
+    """torch's float32 epilogue ``name`` of the float32 product ``p``."""
+    gelu = lambda x: F.gelu(x, approximate="tanh")      # noqa: E731
+    return {"bias": lambda: p + vec, "bias_relu": lambda: F.relu(p + vec),
+            "bias_gelu": lambda: gelu(p + vec), "bias_gelu_erf": lambda: F.gelu(p + vec),
+            "bias_silu": lambda: F.silu(p + vec), "row_scale": lambda: p * vec[:, None],
+            "col_scale": lambda: p * vec, "residual": lambda: p + mat.float(),
+            "bias_gelu_aux": lambda: gelu(p + vec)}[name]()
+
+
+def arguments(name, m, n, dtype):
+    """``(vector or None, matrix or None, epilogue_args)`` of shipped epilogue ``name``."""
+    vec = uniform((m if name == "row_scale" else n,)) * 4
+    mat = None
+    if name == "residual":         # (float16: numba reads no bfloat16 arrays)
+        mat = ints((m, n), dtype=torch.float16)
+        return vec, mat, (mat,)
+    if name == "bias_gelu_aux":
+        mat = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+        return vec, mat, (vec, mat)
+    return vec, None, (vec,)
+
+
+def assert_matches(got, want, exact, dtype):
+    want = want.to(got.dtype)
+    assert not torch.isnan(got).any(), "unwritten (poisoned) elements"
+    if exact:
+        assert torch.equal(got, want), (got.float() - want.float()).abs().max()
+    else:
+        ulp = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7, torch.float32: 2.0 ** -16}
+        torch.testing.assert_close(got.float(), want.float(), rtol=ulp[got.dtype], atol=1e-5)
+
+
+def run(name, m, n, k, dtype, out_dtype=None, config=None, alpha=1.0, beta=0.0):
+    a, b = ints((m, k), dtype=dtype), ints((k, n), dtype=dtype)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=out_dtype or dtype)
+    old = None
+    if beta:
+        old = ints((m, n), dtype=out.dtype)
+        out.copy_(old)
+    vec, mat, args = arguments(name, m, n, dtype)
+    got = matmul(a, b, out, alpha=alpha, beta=beta, config=config,
+                 epilogue=epilogues.SHIPPED[name], epilogue_args=args)
+    assert got is out
+    p = alpha * (a.float() @ b.float())
+    if beta:
+        p = p + beta * old.float()
+    assert_matches(out, reference(name, p, vec, mat), name in EXACT, dtype)
+    if name == "bias_gelu_aux":
+        assert torch.equal(mat, p + vec)           # the pre-activation, in float32
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("name", list(epilogues.SHIPPED))
+def test_shipped_epilogue(name, dtype, shape):
+    run(name, *shape, DT[dtype])
+
+
+FORCED = {"wide": WIDE, "wide_ov": OVERLAPPED[WIDE], "cluster": CLUSTER,
+          "cluster_ov": OVERLAPPED[CLUSTER], "tall": TALL, "n192": N192, "n192_ov": OVERLAPPED[N192],
+          "narrow128": NARROW[128], "narrow64": NARROW[64], "pairs128": NARROW_PAIRS[128]}
+F32_FORCED = ("wide", "tall", "narrow128")      # (f32 output: the plain epilogue's box writer)
+
+
+@pytest.mark.parametrize("cfg, out", [(c, "f16") for c in FORCED] + [(c, "f32") for c in F32_FORCED])
+def test_every_kernel_family(cfg, out):
+    # The busiest epilogue (two arguments, an auxiliary write) on every tile shape and epilogue
+    # path, at a shape with partial tiles both ways.
+    run("bias_gelu_aux", 1000, 1032, 520, torch.float16, DT[out], FORCED[cfg])
+
+
+@pytest.mark.parametrize("cfg", ["wide", "narrow128", "tall"])
+def test_beta_comes_before_the_epilogue(cfg):
+    run("bias_relu", 257, 520, 136, torch.bfloat16, torch.float32, FORCED[cfg], alpha=0.5,
+        beta=2.0)
+
+
+def test_ladders_take_epilogues():
+    from numba_tma.ladders.gemm_pingpong import PingPongConfig
+    from numba_tma.ladders.gemm_stream_k import StreamKConfig
+
+    run("residual", 1000, 1032, 520, torch.float16, config=StreamKConfig())
+    run("bias_silu", 1000, 1032, 520, torch.bfloat16, config=PingPongConfig(128, stages=6))
+
+
+SCALE = np.float32(0.25)
+
+
+@cuda.jit(device=True)
+def bias_residual_aux(acc, row, col, bias, res, aux, shift):
+    # A user's own: bias and residual read, the pre-activation written, a closure-free global
+    # constant and a scalar argument.
+    x = acc + bias[col] + np.float32(res[row, col]) * SCALE
+    aux[row, col] = x
+    return max(x, np.float32(shift))
+
+
+@pytest.mark.parametrize("shape", [(257, 200, 136), (1000, 1032, 520)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_user_epilogue(shape):
+    m, n, k = shape
+    a, b = ints((m, k), dtype=torch.float16), ints((k, n), dtype=torch.float16)
+    bias, res = uniform((n,)), ints((m, n), dtype=torch.float16)
+    aux = torch.full((m, n), float("nan"), device="cuda")
+    out = matmul(a, b, epilogue=bias_residual_aux, epilogue_args=(bias, res, aux, -1.5))
+    x = a.float() @ b.float() + bias + res.float() * 0.25
+    assert torch.equal(aux, x)
+    assert torch.equal(out, torch.clamp(x, min=-1.5).half())
+
+
+def test_numba_arrays_and_repeated_calls():
+    # numba arrays take it too; a repeated call reuses its launch and reads the arguments'
+    # current values; new arguments and new functions launch anew.
+    m, n, k = 136, 264, 72
+    a, b = ints((m, k), dtype=torch.float16), ints((k, n), dtype=torch.float16)
+    out = torch.empty((m, n), device="cuda", dtype=torch.float32)
+    bias = uniform((n,))
+    for _ in range(2):
+        bias.copy_(uniform((n,)))
+        matmul(cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(out),
+               epilogue=epilogues.bias, epilogue_args=(cuda.as_cuda_array(bias),))
+        torch.testing.assert_close(out, a.float() @ b.float() + bias, rtol=0, atol=0)
+    other = uniform((n,))
+    matmul(a, b, out, epilogue=epilogues.col_scale, epilogue_args=(other,))
+    assert torch.equal(out, (a.float() @ b.float()) * other)
+
+
+@cuda.jit(device=True)
+def returns_a_tuple(acc, row, col):
+    return acc, acc
+
+
+@cuda.jit(device=True)
+def does_not_type(acc, row, col, v):
+    return acc + v.no_such_attribute
+
+
+def plain_python(acc, row, col):
+    return acc
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(epilogue=plain_python), TypeError, "epilogue must be a @cuda.jit.device=True"),
+    (dict(epilogue=returns_a_tuple), TypeError, "returns_a_tuple.*returns"),
+    (dict(epilogue=does_not_type, epilogue_args=(1.0,)), TypeError,
+     "does_not_type.*does not compile"),
+    (dict(epilogue=epilogues.bias, epilogue_args="bias"), TypeError, "epilogue_args must be"),
+    (dict(epilogue=epilogues.bias, epilogue_args=()), TypeError, "takes 1 argument"),
+    (dict(epilogue_args=(1.0,)), ValueError, "epilogue_args given without an epilogue"),
+    (dict(epilogue=epilogues.bias, config=GemmConfig()), ValueError, "mma.sync"),
+])
+def test_bad_input(kwargs, exc, match):
+    a = ints((64, 32), dtype=torch.float16)
+    b = ints((32, 48), dtype=torch.float16)
+    with pytest.raises(exc, match=match):
+        matmul(a, b, **kwargs)
+
+
+@pytest.mark.parametrize("arg, exc, match", [
+    (lambda m, n: torch.ones(n + 1, device="cuda"), ValueError, r"epilogue_args\[0\] must have "
+                                                                r"shape \(N\) = \(48,\)"),
+    (lambda m, n: torch.ones(n, device="cuda", dtype=torch.bfloat16), TypeError,
+     r"epilogue_args\[0\].*bfloat16.*float\(\)"),
+    (lambda m, n: np.ones(n, np.float32), TypeError, r"epilogue_args\[0\].*host"),
+    (lambda m, n: torch.ones(n), TypeError, r"epilogue_args\[0\].*cpu"),
+    (lambda m, n: torch.ones((), device="cuda"), ValueError, r"epilogue_args\[0\]"),
+    (lambda m, n: "x", TypeError, r"epilogue_args\[0\] must be a CUDA array or a number"),
+])
+def test_bad_epilogue_args(arg, exc, match):
+    a = ints((64, 32), dtype=torch.float16)
+    b = ints((32, 48), dtype=torch.float16)
+    out = torch.full((64, 48), 7.0, device="cuda", dtype=torch.float16)
+    with pytest.raises(exc, match=match):
+        matmul(a, b, out, epilogue=epilogues.bias, epilogue_args=(arg(64, 48),))
+    assert (out == 7).all()                 # nothing launched
+
+
+def test_fp8_refuses_an_epilogue():
+    a = ints((64, 32)).to(torch.float8_e4m3fn)
+    w = ints((48, 32)).to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="fp8"):
+        matmul(a, w.t(), scale_a=1.0, scale_b=1.0, epilogue=epilogues.bias,
+               epilogue_args=(torch.ones(48, device="cuda"),))
+
+
+def test_k_zero_applies_the_epilogue():
+    a = torch.empty((40, 0), device="cuda", dtype=torch.float16)
+    b = torch.empty((0, 24), device="cuda", dtype=torch.float16)
+    bias = uniform((24,))
+    out = matmul(a, b, out_dtype=torch.float32, epilogue=epilogues.bias, epilogue_args=(bias,))
+    assert torch.equal(out, bias.expand(40, 24))
+    assert math.isfinite(out.sum().item())
