@@ -384,21 +384,30 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
             return out
         layout_key = (ctx, ka[1:], kb[1:], ko[1:], ka[0] % TMA_ALIGN, kb[0] % TMA_ALIGN,
                       ko[0] % TMA_ALIGN, cfg_key, beta != 0)
-    layout = None if layout_key is None else _layouts.get(layout_key)
-    if layout is not None and not layout.overlaps(ka[0], kb[0], ko[0]):
-        refuse_capture(handle)
-        run = layout.bind(ka[0], kb[0], ko[0])
-    else:
-        plan = plan_matmul(a, b, out, config)       # every check, then the GPU's
-        refuse_capture(handle)
-        layout = LaunchPlan(plan, beta != 0)
-        run = layout.bind()
-        if layout_key is not None:
-            _layouts.put(layout_key, layout)
+    run = bound_launch(_layouts, layout_key, (ka, kb, ko), handle, beta,
+                       lambda: plan_matmul(a, b, out, config))     # every check, then the GPU's
     if key is not None:
         _launchers.put(key, run)
     run(alpha, beta, handle)
     return out
+
+
+def bound_launch(layouts, layout_key, keys, handle, beta, make_plan, **bind):
+    """``run(alpha, beta, stream_handle)``: the layout planned under ``layout_key`` in
+    ``layouts`` bound to the buffers of the operand ``keys`` (a, b, out; their maps moved to
+    the new addresses), or, where none is (or out would overlap an input), a new plan from
+    ``make_plan()`` (remembered there); ``bind``: the rest :meth:`LaunchPlan.bind` takes."""
+    layout = None if layout_key is None else layouts.get(layout_key)
+    addresses = tuple(key[0] for key in keys) if layout is not None else ()
+    if layout is not None and not layout.overlaps(*addresses):
+        refuse_capture(handle)
+        return layout.bind(*addresses, **bind)
+    plan = make_plan()
+    refuse_capture(handle)
+    layout = LaunchPlan(plan, beta != 0)
+    if layout_key is not None:
+        layouts.put(layout_key, layout)
+    return layout.bind(**bind)
 
 
 def allocate_out(a, b, beta, out_dtype, config, handle, ka, kb):

@@ -18,7 +18,6 @@ from numba import cuda, types
 
 from ._calls import BoundedCache, call_stream, operand_key
 from .kernels.gemm import GemmConfig
-from .kernels.gemm.plan import LaunchPlan
 from .kernels.gemm.user_epilogue import EpilogueFn
 from .launch import context_id_or_none
 from .operands import check_device, read_operand
@@ -162,7 +161,7 @@ def _quick_key(value):
 def matmul_epilogue(a, b, out, alpha, beta, out_dtype, config, stream, epilogue,
                     epilogue_args):
     """``matmul()`` with an epilogue (16-bit inputs; ``a``'s device is current)."""
-    from .matmul_api import allocate_out, plan_matmul, refuse_capture
+    from .matmul_api import allocate_out, bound_launch, plan_matmul
 
     if isinstance(config, GemmConfig):
         raise ValueError("epilogue: the mma.sync rung (config=GemmConfig) takes no epilogue; "
@@ -184,18 +183,14 @@ def matmul_epilogue(a, b, out, alpha, beta, out_dtype, config, stream, epilogue,
         epi, values, _ = check_epilogue(epilogue, epilogue_args, m, n)
         layout_key = None if key is None else (ctx, ka[1:], kb[1:], ko[1:], ka[0] % 16,
                                                kb[0] % 16, ko[0] % 16, config, beta != 0, epi)
-        layout = None if layout_key is None else _layouts.get(layout_key)
-        if layout is not None and not layout.overlaps(ka[0], kb[0], ko[0]):
-            refuse_capture(handle)
-            run = layout.bind(ka[0], kb[0], ko[0], epilogue_args=values)
-        else:
+
+        def make_plan():
             plan = plan_matmul(a, b, out, config)
             plan.epilogue, plan.epilogue_args = epi, values
-            refuse_capture(handle)
-            layout = LaunchPlan(plan, beta != 0)
-            run = layout.bind()
-            if layout_key is not None:
-                _layouts.put(layout_key, layout)
+            return plan
+
+        run = bound_launch(_layouts, layout_key, (ka, kb, ko), handle, beta, make_plan,
+                           epilogue_args=values)
         if key is not None:
             _launchers.put(key, run)
     run(alpha, beta, handle)

@@ -210,7 +210,7 @@ def test_repeated_call_without_out_checks_once_and_allocates_alike(monkeypatch):
     monkeypatch.setattr(matmul_fp8, "check_fp8", counting_check)
     monkeypatch.setattr(matmul_fp8, "require_hopper", lambda what: None)
     monkeypatch.setattr(matmul_fp8, "context_id_or_none", lambda: 1)
-    monkeypatch.setattr(matmul_fp8, "_refuse_capture", lambda handle: None)
+    monkeypatch.setattr(matmul_fp8, "refuse_capture", lambda handle: None)
     monkeypatch.setattr(matmul_fp8, "allocate_like", allocate)
     monkeypatch.setattr(matmul_fp8, "_bind", bind)
     b, sa = weight_t(64, 256), f32((64, 1))

@@ -174,25 +174,9 @@ def test_numba_arrays_and_repeated_calls():
     assert torch.equal(out, (a.float() @ b.float()) * other)
 
 
-@cuda.jit(device=True)
-def returns_a_tuple(acc, row, col):
-    return acc, acc
-
-
-@cuda.jit(device=True)
-def does_not_type(acc, row, col, v):
-    return acc + v.no_such_attribute
-
-
-def plain_python(acc, row, col):
-    return acc
-
-
 @pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(epilogue=plain_python), TypeError, "epilogue must be a @cuda.jit.device=True"),
-    (dict(epilogue=returns_a_tuple), TypeError, "returns_a_tuple.*returns"),
-    (dict(epilogue=does_not_type, epilogue_args=(1.0,)), TypeError,
-     "does_not_type.*does not compile"),
+    # (what check_epilogue reports of functions and arguments: tests/test_gemm_epilogue_offline)
+    (dict(epilogue=print), TypeError, "epilogue must be a @cuda.jit.device=True"),
     (dict(epilogue=epilogues.bias, epilogue_args="bias"), TypeError, "epilogue_args must be"),
     (dict(epilogue=epilogues.bias, epilogue_args=()), TypeError, "takes 1 argument"),
     (dict(epilogue_args=(1.0,)), ValueError, "epilogue_args given without an epilogue"),
