@@ -21,6 +21,19 @@ from .launch import context_id, is_capturing
 from .tensormap import describe_array
 
 
+class InterfaceView:
+    """A device array's ``__cuda_array_interface__`` and nothing else: what a launch packs
+    (pointer, shape, byte strides, typestr) without holding the caller's array, so a cached
+    launcher keeps no user memory alive."""
+
+    __slots__ = ("__cuda_array_interface__",)
+
+    def __init__(self, ptr, shape, strides, typestr):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "strides": strides,
+                                         "typestr": typestr, "data": (ptr, False),
+                                         "version": 3}
+
+
 def as_device(array):
     """``array`` as a numba device array: numba's own (and the simulator's) pass through, any
     other ``__cuda_array_interface__`` exporter becomes a view (no copy)."""

@@ -382,14 +382,20 @@ def _matmul(a, b, out, alpha, beta, out_dtype, config, stream):
         if run is not None:
             run(alpha, beta, handle)
             return out
-        layout_key = (ctx, ka[1:], kb[1:], ko[1:], ka[0] % TMA_ALIGN, kb[0] % TMA_ALIGN,
-                      ko[0] % TMA_ALIGN, cfg_key, beta != 0)
+        layout_key = planned_layout_key(ctx, ka, kb, ko, cfg_key, beta != 0)
     run = bound_launch(_layouts, layout_key, (ka, kb, ko), handle, beta,
                        lambda: plan_matmul(a, b, out, config))     # every check, then the GPU's
     if key is not None:
         _launchers.put(key, run)
     run(alpha, beta, handle)
     return out
+
+
+def planned_layout_key(ctx, ka, kb, ko, *rest):
+    """The key a planned layout is remembered by: the context, the operand keys of a, b, out
+    without their addresses, each address modulo TMA's alignment, and ``rest`` (config, ...)."""
+    return (ctx, ka[1:], kb[1:], ko[1:], ka[0] % TMA_ALIGN, kb[0] % TMA_ALIGN,
+            ko[0] % TMA_ALIGN, *rest)
 
 
 def bound_launch(layouts, layout_key, keys, handle, beta, make_plan, **bind):

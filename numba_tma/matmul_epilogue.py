@@ -13,9 +13,11 @@ and its arguments' addresses and values.
 
 import numbers
 
+import numba
 import numpy as np
 from numba import cuda, types
 
+from ._arrays import InterfaceView
 from ._calls import BoundedCache, call_stream, operand_key
 from .kernels.gemm import GemmConfig
 from .kernels.gemm.user_epilogue import EpilogueFn
@@ -24,26 +26,6 @@ from .operands import check_device, read_operand
 
 __all__ = ["matmul_epilogue", "check_epilogue"]
 
-#: The element types a numba kernel reads from an argument array, by typestr.
-_NUMBA_DTYPES = {"<f2": types.float16, "<f4": types.float32, "<f8": types.float64,
-                 "|i1": types.int8, "<i2": types.int16, "<i4": types.int32, "<i8": types.int64,
-                 "|u1": types.uint8, "<u2": types.uint16, "<u4": types.uint32,
-                 "<u8": types.uint64, "|b1": types.boolean}
-_TORCH_TYPESTR = {"torch.float16": "<f2", "torch.float32": "<f4", "torch.float64": "<f8",
-                  "torch.int8": "|i1", "torch.int16": "<i2", "torch.int32": "<i4",
-                  "torch.int64": "<i8", "torch.uint8": "|u1", "torch.bool": "|b1"}
-
-
-class _ArgView:
-    """An epilogue argument array as the kernel takes it (its interface, not the array: a
-    cached launcher keeps no user memory alive)."""
-
-    __slots__ = ("__cuda_array_interface__",)
-
-    def __init__(self, op, typestr):
-        self.__cuda_array_interface__ = {"shape": op.shape, "strides": op.strides,
-                                         "typestr": typestr, "data": (op.ptr, False),
-                                         "version": 3}
 
 
 def _is_device_function(fn):
@@ -51,29 +33,37 @@ def _is_device_function(fn):
             and bool(fn.targetoptions.get("device")))
 
 
+def _element_dtype(op):
+    """The numpy dtype of an argument array a numba kernel reads: float16/32/64, integer or
+    bool; None for any other (bfloat16, fp8, complex, a raw void type)."""
+    try:
+        dt = np.dtype(op.dtype)
+    except TypeError:
+        return None
+    return dt if dt.kind in "iub" or (dt.kind == "f" and dt.itemsize <= 8) else None
+
+
 def _argument(value, i):
-    """``(numba type, value as the kernel takes it, cache key)`` of ``epilogue_args[i]``."""
+    """``(numba type, value as the kernel takes it)`` of ``epilogue_args[i]``."""
     name = f"epilogue_args[{i}]"
     if isinstance(value, (bool, np.bool_)):
-        return types.boolean, bool(value), ("b", bool(value))
+        return types.boolean, bool(value)
     if isinstance(value, (numbers.Integral, np.integer)):
         v = int(value)
         if not -2 ** 63 <= v < 2 ** 63:
             raise ValueError(f"{name} = {v} does not fit in int64")
-        return types.int64, v, ("i", v)
+        return types.int64, v
     if isinstance(value, np.float32):
-        return types.float32, float(value), ("f4", float(value))
+        return types.float32, float(value)
     if isinstance(value, (numbers.Real, np.floating)):
-        return types.float64, float(value), ("f8", float(value))
+        return types.float64, float(value)
     if isinstance(value, (tuple, list, dict, str)) or value is None:
         raise TypeError(f"{name} must be a CUDA array or a number; got {type(value).__name__}")
     op = read_operand(value, name)
-    spec = str(op.spec)
-    typestr = _TORCH_TYPESTR.get(spec, spec)
-    dtype = _NUMBA_DTYPES.get(typestr)
-    if dtype is None:
+    dt = _element_dtype(op)
+    if dt is None:
         hint = (" (numba reads no bfloat16 arrays: pass a float32 copy, e.g. bias.float())"
-                if "bfloat16" in spec or typestr == "<V2" else "")
+                if "bfloat16" in op.dtype or str(op.spec) == "<V2" else "")
         raise TypeError(f"{name} has dtype {op.dtype}; an epilogue argument array must be "
                         f"float16/32/64, integer or bool{hint}")
     check_device(op, name, first="a")
@@ -81,8 +71,8 @@ def _argument(value, i):
     if ndim == 0:
         raise ValueError(f"{name} is a 0-d array; pass a Python number (or a 1-element "
                          f"array)")
-    key = ("a", op.ptr, op.shape, op.strides, typestr)
-    return types.Array(dtype, ndim, "A"), _ArgView(op, typestr), key
+    return (types.Array(numba.from_dtype(dt), ndim, "A"),
+            InterfaceView(op.ptr, op.shape, op.strides, dt.str))
 
 
 def _check_shapes(fn, values, m, n):
@@ -129,7 +119,7 @@ def _check_types(fn, argtypes):
 
 
 def check_epilogue(epilogue, epilogue_args, m, n):
-    """``(EpilogueFn, the values the kernel takes, their keys)`` after every check of
+    """``(EpilogueFn, the values the kernel takes)`` after every check of
     ``epilogue`` and ``epilogue_args`` for an ``m x n`` output."""
     if not _is_device_function(epilogue):
         hint = (" (decorate it with @numba.cuda.jit(device=True))"
@@ -143,7 +133,7 @@ def check_epilogue(epilogue, epilogue_args, m, n):
     _check_shapes(epilogue, epilogue_args, m, n)
     argtypes = tuple(p[0] for p in parts)
     _check_types(epilogue, argtypes)
-    return EpilogueFn(epilogue, argtypes), tuple(p[1] for p in parts), tuple(p[2] for p in parts)
+    return EpilogueFn(epilogue, argtypes), tuple(p[1] for p in parts)
 
 
 _launchers = BoundedCache(64)
@@ -161,7 +151,7 @@ def _quick_key(value):
 def matmul_epilogue(a, b, out, alpha, beta, out_dtype, config, stream, epilogue,
                     epilogue_args):
     """``matmul()`` with an epilogue (16-bit inputs; ``a``'s device is current)."""
-    from .matmul_api import allocate_out, bound_launch, plan_matmul
+    from .matmul_api import allocate_out, bound_launch, planned_layout_key, plan_matmul
 
     if isinstance(config, GemmConfig):
         raise ValueError("epilogue: the mma.sync rung (config=GemmConfig) takes no epilogue; "
@@ -180,9 +170,9 @@ def matmul_epilogue(a, b, out, alpha, beta, out_dtype, config, stream, epilogue,
     run = None if key is None else _launchers.get(key)
     if run is None:
         m, n = int(out.shape[0]), int(out.shape[1])
-        epi, values, _ = check_epilogue(epilogue, epilogue_args, m, n)
-        layout_key = None if key is None else (ctx, ka[1:], kb[1:], ko[1:], ka[0] % 16,
-                                               kb[0] % 16, ko[0] % 16, config, beta != 0, epi)
+        epi, values = check_epilogue(epilogue, epilogue_args, m, n)
+        layout_key = None if key is None else planned_layout_key(ctx, ka, kb, ko, config,
+                                                                 beta != 0, epi)
 
         def make_plan():
             plan = plan_matmul(a, b, out, config)

@@ -30,16 +30,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._arrays import allocate_like, numba_view
+from ._arrays import InterfaceView, allocate_like, numba_view
 from ._calls import BoundedCache, call_stream, operand_key
 from ._device import require_hopper
 from .kernels.gemm import WgmmaConfig, choose
 from .kernels.gemm.plan import LaunchPlan, sm_count
 from .kernels.gemm.scales import BLOCK_K
 from .launch import context_id_or_none
-from .matmul_api import (_DTYPE_NAMES, FP8_TORCH_DTYPES, _check_config, _check_tma, _dtype_label,
-                         _dtype_name, _OUT_KINDS as _OUT_KINDS_16, refuse_capture, _transposed,
-                         check_out_layout, check_out_placement)
+from .matmul_api import (_DTYPE_NAMES, FP8_TORCH_DTYPES, MatmulPlan, _check_config, _check_tma,
+                         _dtype_label, _dtype_name, _OUT_KINDS as _OUT_KINDS_16, refuse_capture,
+                         _transposed, check_out_layout, check_out_placement)
 from .operands import check_device, read_operand
 
 __all__ = ["matmul_fp8", "check_fp8", "Fp8Checked", "choose_config"]
@@ -113,12 +113,9 @@ def _check_kmajor(op, argname, k_axis):
                      f"b.t().contiguous().t())")
 
 
-class _ScaleView:
+def _scale_view(ptr, shape, strides):
     """A float32 scale array as the kernel reads it: 2-D, strides in bytes (0 broadcasts)."""
-
-    def __init__(self, ptr, shape, strides):
-        self.__cuda_array_interface__ = {"shape": shape, "strides": strides, "typestr": "<f4",
-                                         "data": (ptr, False), "version": 3}
+    return InterfaceView(ptr, shape, strides, "<f4")
 
 
 _ones = {}
@@ -167,14 +164,14 @@ def _view(kind, op, shape, ctx):
     """The 2-D ``shape`` view the kernel reads of one side's scale: broadcast (strides 0) for a
     per-tensor scale, the array's own strides otherwise (a vector as a column)."""
     if kind in ("none", "number"):
-        return _ScaleView(_one(ctx).__cuda_array_interface__["data"][0], shape, (0, 0))
+        return _scale_view(_one(ctx).__cuda_array_interface__["data"][0], shape, (0, 0))
     if kind == "tensor":
-        return _ScaleView(op.ptr, shape, (0, 0))
+        return _scale_view(op.ptr, shape, (0, 0))
     st = tuple(op.itemsize * e for e in _elements(op))
     if kind == "row":               # (R,), (R, 1) or (1, R): the stride along R, as a column
         long = max(range(len(op.shape)), key=lambda i: op.shape[i])
-        return _ScaleView(op.ptr, shape, (st[long] if op.shape[long] > 1 else 0, 0))
-    return _ScaleView(op.ptr, shape, tuple(st) if len(st) == 2 else (st[0], 0))
+        return _scale_view(op.ptr, shape, (st[long] if op.shape[long] > 1 else 0, 0))
+    return _scale_view(op.ptr, shape, tuple(st) if len(st) == 2 else (st[0], 0))
 
 
 class Fp8Checked(NamedTuple):
@@ -265,16 +262,6 @@ def choose_config(m, n, k, mode, promote=True):
     return choose.choose_fp8_config(m, n, k, sm_count(), mode, promote)
 
 
-class _Plan:
-    """The operand plan :class:`~numba_tma.kernels.gemm.plan.LaunchPlan` takes."""
-
-    epilogue = None         # (fp8 takes no user epilogue yet)
-    epilogue_args = ()
-
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
-
-
 #: fp8 launchers of the last operand sets, keyed by the context, every operand's and scale's
 #: key, ``in_dtype``, config, whether beta is 0 and ``fast_accum`` (as matmul()'s:
 #: docs/host.md).
@@ -340,7 +327,7 @@ def _bind(a, b, out, c, config, beta, ctx, fast_accum):
               "block": ((c.m, kb), (nb, kb))}[c.mode]
     scales = () if shapes is None else tuple(
         _view(kind, op, shape, ctx) for (kind, op), shape in zip(c.sides, shapes))
-    plan = _Plan(a=va, b=_transposed(vb), out=vo, a_kmajor=True, b_kmajor=True,
-                 in_kind=c.in_kind, out_kind=c.out_kind, m=c.m, n=c.n, k=c.k, config=cfg,
-                 scale=c.mode, scales=scales, promote=promote)
+    plan = MatmulPlan(va, _transposed(vb), vo, True, True, c.in_kind, c.out_kind, c.m, c.n, c.k,
+                      cfg)
+    plan.scale, plan.scales, plan.promote = c.mode, scales, promote
     return LaunchPlan(plan, beta != 0).bind()

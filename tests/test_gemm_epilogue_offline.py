@@ -127,8 +127,8 @@ def test_bad_epilogue_named_before_the_driver(fn, args, exc, match):
 
 
 def test_arguments_typed_as_the_kernel_takes_them():
-    epi, values, keys = check_epilogue(epilogues.bias_gelu_aux,
-                                       (FakeArray((48,)), FakeArray((64, 48), "<f2")), 64, 48)
+    epi, values = check_epilogue(epilogues.bias_gelu_aux,
+                                 (FakeArray((48,)), FakeArray((64, 48), "<f2")), 64, 48)
     assert epi.argtypes == (F32V, F16M) and epi.fn is epilogues.bias_gelu_aux
     assert [v.__cuda_array_interface__["shape"] for v in values] == [(48,), (64, 48)]
 
@@ -136,7 +136,7 @@ def test_arguments_typed_as_the_kernel_takes_them():
     def scaled(acc, row, col, s, flag, n):
         return acc * s if flag else acc + n
 
-    epi, values, _ = check_epilogue(scaled, (np.float32(0.5), True, 3), 64, 48)
+    epi, values = check_epilogue(scaled, (np.float32(0.5), True, 3), 64, 48)
     assert epi.argtypes == (types.float32, types.boolean, types.int64)
     assert values == (0.5, True, 3)
 
@@ -167,6 +167,6 @@ def test_readme_epilogue_types_as_written():
     (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "epilogue=" in b]
     scope = {}
     exec(block.split("\nout = ")[0], scope)
-    epi, _, _ = check_epilogue(scope["bias_leaky_relu"], (FakeArray((48,)), np.float32(0.1)),
-                               64, 48)
+    epi, _ = check_epilogue(scope["bias_leaky_relu"], (FakeArray((48,)), np.float32(0.1)),
+                            64, 48)
     assert epi.argtypes == (F32V, types.float32)
