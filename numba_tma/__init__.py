@@ -13,6 +13,7 @@ Device intrinsics (call them inside ``@cuda.jit`` kernels):
     ``numba_tma.wgmma``     warpgroup wgmma.mma_async, its descriptors and fences, setmaxnreg
     ``numba_tma.barrier``   named CTA barriers (bar.sync / bar.arrive with an id and a count)
     ``numba_tma.griddep``   programmatic dependent launch (griddepcontrol.wait / launch_dependents)
+    ``numba_tma.fastmath``  the SFU's tanh (tanh.approx.f32), for activations in epilogues
     ``numba_tma.tensormap.device``  tensormap.replace: edit a descriptor in memory from a kernel
 Kernels (functions; their modules are ``numba_tma.transpose_api`` and ``numba_tma.matmul_api``):
     ``numba_tma.transpose`` the fastest transpose for a 2-D or batched 3-D device array
@@ -40,7 +41,7 @@ warnings.filterwarnings("ignore", message="'numba_tma.swizzle' found in sys.modu
 from . import bulk, cluster, fence, gmem, griddep, mbarrier, smem, swizzle, tma, warp
 from . import tensormap                      # its device module too: numba_tma.tensormap.device
 from .tensormap import Im2colTensorMap, TensorMap
-from . import barrier, launch, matmul_api, transpose_api, wgmma
+from . import barrier, fastmath, launch, matmul_api, transpose_api, wgmma
 from .matmul_api import matmul
 from .transpose_api import transpose
 from ._arrays import release_outputs
@@ -67,7 +68,7 @@ def __dir__():
 
 
 __all__ = ["Im2colTensorMap", "NoGPUError", "TensorMap", "barrier", "bench", "bulk", "cluster",
-           "fence", "gmem", "griddep", "launch", "matmul", "matmul_api", "mbarrier", "offline",
-           "release_outputs", "smem", "swizzle", "tensormap", "tma", "transpose",
+           "fastmath", "fence", "gmem", "griddep", "launch", "matmul", "matmul_api", "mbarrier",
+           "offline", "release_outputs", "smem", "swizzle", "tensormap", "tma", "transpose",
            "transpose_api", "warp", "wgmma"]
 __version__ = "0.1.0"

@@ -22,7 +22,8 @@ from ._calls import BoundedCache, call_stream, operand_key
 from .kernels.gemm import GemmConfig
 from .kernels.gemm.user_epilogue import EpilogueFn
 from .launch import context_id_or_none
-from .operands import check_device, read_operand
+from .offline.toolchain import target_device
+from .operands import check_device, is_c_contiguous, read_operand
 
 __all__ = ["matmul_epilogue", "check_epilogue"]
 
@@ -71,7 +72,10 @@ def _argument(value, i):
     if ndim == 0:
         raise ValueError(f"{name} is a 0-d array; pass a Python number (or a 1-element "
                          f"array)")
-    return (types.Array(numba.from_dtype(dt), ndim, "A"),
+    # A C-contiguous array is typed so: its addresses are then sums of constants and the
+    # index (one load per column of a bias, where a run-time stride costs a multiply each).
+    layout = "C" if is_c_contiguous(op.shape, op.strides, dt.itemsize) else "A"
+    return (types.Array(numba.from_dtype(dt), ndim, layout),
             InterfaceView(op.ptr, op.shape, op.strides, dt.str))
 
 
@@ -107,7 +111,10 @@ def _check_types(fn, argtypes):
     shown = ", ".join(["acc: float32", "row: int64", "col: int64"]
                       + [f"{t}" for t in argtypes])
     try:
-        _, resty = cuda.compile_ptx(fn.py_func, sig, device=True, cc=(9, 0))
+        # numba asks the current device's compute capability for each device function fn
+        # calls, cc= notwithstanding: typing answers for sm_90 whatever the GPU (or none).
+        with target_device((9, 0)):
+            _, resty = cuda.compile_ptx(fn.py_func, sig, device=True, cc=(9, 0))
     except Exception as e:          # numba's TypingError and its kin
         first = str(e).strip().splitlines()
         raise TypeError(f"epilogue: {name}({shown}) does not compile: "

@@ -1,7 +1,8 @@
 """Offline (no GPU) checks of the two small units the warp-specialised GEMM leans on: named CTA
 barriers (``numba_tma.barrier``) land as ``BAR.SYNC``/``BAR.ARV`` with their id and count, and
 ``numba_tma.intmath`` divides in 32 bits inline where numba's own 64-bit ``//`` by a run-time
-value is a called subroutine; bad operands fail at compile time naming the argument."""
+value is a called subroutine; ``numba_tma.fastmath.tanh_approx`` is one ``MUFU.TANH``; bad
+operands fail at compile time naming the argument."""
 
 import os
 import re
@@ -65,3 +66,26 @@ def test_operands_must_be_integers():
         compile_kernel(bad_div, "void(uint32[::1])")
     with pytest.raises(TypingError, match="barrier.sync.*barrier_id"):
         compile_kernel(bad_barrier, "void(uint32[::1])")
+
+
+def test_tanh_approx_is_one_mufu():
+    from numba_tma import fastmath
+
+    def kernel(out, x):
+        i = cuda.threadIdx.x
+        out[i] = fastmath.tanh_approx(x[i])
+
+    kb = compile_kernel(kernel, "void(float32[::1], float32[::1])")
+    check_clean(kb)
+    assert kb.count("MUFU.TANH") == 1
+    assert kb.count("MUFU") == 1 and kb.count("FFMA") == 0     # no polynomial beside it
+
+
+def test_tanh_approx_rejects_non_numbers():
+    from numba_tma import fastmath
+
+    def kernel(out):
+        out[0] = fastmath.tanh_approx(out)
+
+    with pytest.raises(TypingError, match="tanh_approx: x must be a number"):
+        compile_kernel(kernel, "void(float32[::1])")

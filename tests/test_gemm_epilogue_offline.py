@@ -18,9 +18,10 @@ from numba_tma.kernels.gemm.plan import ARGTYPES
 from numba_tma.kernels.gemm.user_epilogue import EpilogueFn, stable
 from numba_tma.matmul_epilogue import check_epilogue
 
-F32V = types.Array(types.float32, 1, "A")
-F16M = types.Array(types.float16, 2, "A")
-F32M = types.Array(types.float32, 2, "A")
+# matmul() types C-contiguous argument arrays "C" (test_arguments_typed_as_the_kernel_takes_them)
+F32V = types.Array(types.float32, 1, "C")
+F16M = types.Array(types.float16, 2, "C")
+F32M = types.Array(types.float32, 2, "C")
 ARGS = {"residual": (F16M,), "bias_gelu_aux": (F32V, F32M)}
 
 
@@ -57,6 +58,16 @@ def test_epilogue_on_the_large_tiles(cfg, out_kind, has_beta):
     assert kb.count("MUFU") > 0                 # (the GELU's tanh is there)
 
 
+def test_strided_arguments_compile_clean_and_cost_more():
+    # A strided argument ("A": run-time strides) compiles clean too; its addresses cost a
+    # multiply each, which the contiguous ("C") one, the index plus constants, does without.
+    strided = (types.Array(types.float32, 1, "A"), types.Array(types.float32, 2, "A"))
+    a = compiled(OVERLAPPED[WIDE], "bias_gelu_aux", argtypes=strided)
+    c = compiled(OVERLAPPED[WIDE], "bias_gelu_aux", argtypes=(F32V, F32M))
+    assert_clean(a)
+    assert sum(c.opcodes().values()) + 256 < sum(a.opcodes().values())
+
+
 @cuda.jit(device=True)
 def identity(acc, row, col):
     return acc
@@ -86,10 +97,19 @@ def test_identity_epilogue_adds_no_memory_traffic(cfg):
 class FakeArray:
     """A device array's interface, no memory behind it (nothing here launches)."""
 
-    def __init__(self, shape, typestr="<f4", ptr=0x7F0000000000):
+    def __init__(self, shape, typestr="<f4", ptr=0x7F0000000000, strides=None):
         self.shape = shape
         self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
-                                         "strides": None, "version": 3}
+                                         "strides": strides, "version": 3}
+
+
+@pytest.fixture(autouse=True)
+def one_device(monkeypatch):
+    # FakeArray's address is no allocation: on a host with several GPUs the device check would
+    # ask the driver whose memory it is. These tests check what comes before that question.
+    import numba_tma.operands
+
+    monkeypatch.setattr(numba_tma.operands, "_device_count", lambda: 1)
 
 
 def plain_python(acc, row, col):
@@ -131,6 +151,11 @@ def test_arguments_typed_as_the_kernel_takes_them():
                                  (FakeArray((48,)), FakeArray((64, 48), "<f2")), 64, 48)
     assert epi.argtypes == (F32V, F16M) and epi.fn is epilogues.bias_gelu_aux
     assert [v.__cuda_array_interface__["shape"] for v in values] == [(48,), (64, 48)]
+    epi, _ = check_epilogue(epilogues.bias_gelu_aux, (FakeArray((48,), strides=(8,)),
+                                                      FakeArray((64, 48), strides=(4, 256))),
+                            64, 48)
+    assert epi.argtypes == (types.Array(types.float32, 1, "A"),
+                            types.Array(types.float32, 2, "A"))
 
     @cuda.jit(device=True)
     def scaled(acc, row, col, s, flag, n):

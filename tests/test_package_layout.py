@@ -81,7 +81,7 @@ def test_imports_resolve_relative_to_the_importing_file():
 LAYERS = [
     # device declarations over _bridge (the intrinsics; swizzle's numpy model beside them)
     ["_bridge", "mbarrier", "fence", "tma", "bulk", "cluster", "smem", "gmem", "warp", "wgmma",
-     "barrier", "intmath", "swizzle", "griddep", "tensormap.device", "_address_space"],
+     "barrier", "intmath", "fastmath", "swizzle", "griddep", "tensormap.device", "_address_space"],
     # host code that needs no other host module
     ["operands", "_device", "kernel_cache", "offline"],
     ["tensormap"],                                  # tensor maps: rules, driver, tile, im2col

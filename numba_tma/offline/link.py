@@ -5,7 +5,7 @@ import dataclasses
 import os
 
 from .sass import _parse_ptxas_log
-from .toolchain import _nvrtc_compile, _parse_arch, _target_device
+from .toolchain import _nvrtc_compile, _parse_arch, target_device
 
 __all__ = ["LinkError", "LinkedKernel", "cubin_entries", "link_kernel"]
 
@@ -173,7 +173,7 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
         launch_bounds=opts.get("launch_bounds"),
     )
 
-    with _target_device(cc) as link_paths:
+    with target_device(cc) as link_paths:
         codes, _ = cuda.compile_all(
             pyfunc, signature, device=False, abi="numba", cc=cc, output="ltoir",
             **compile_opts,

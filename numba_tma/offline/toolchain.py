@@ -54,7 +54,7 @@ class _TargetDevice:
 
 
 @contextlib.contextmanager
-def _target_device(cc):
+def target_device(cc):
     """Make numba believe the current device has compute capability ``cc``, compile each
     ``.cu`` source with NVRTC once per process (:func:`_nvrtc_compile`), and collect the paths
     of the files ``cuda.compile_all`` links; yields that list.
