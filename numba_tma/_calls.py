@@ -25,9 +25,7 @@ class BoundedCache:
         self.size = size
         self._entries = collections.OrderedDict()
         self._lock = threading.Lock()
-
-    def get(self, key):
-        return self._entries.get(key)
+        self.get = self._entries.get        # (the dict's own method: no Python frame per call)
 
     def put(self, key, value):
         with self._lock:
@@ -121,7 +119,8 @@ def operand_key(x):
 _torch_raw_stream = None
 
 
-def _torch_stream(t):
+def torch_current_stream(device):
+    """The handle of torch's current stream on GPU ``device`` (an ordinal)."""
     global _torch_raw_stream
     if _torch_raw_stream is None:
         import torch
@@ -129,7 +128,11 @@ def _torch_stream(t):
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         _torch_raw_stream = raw if raw is not None else \
             (lambda dev: torch.cuda.current_stream(dev).cuda_stream)
-    return _torch_raw_stream(t.get_device())
+    return _torch_raw_stream(device)
+
+
+def _torch_stream(t):
+    return torch_current_stream(t.get_device())
 
 
 def _cupy_stream(x):

@@ -19,6 +19,7 @@ launchers read their operands here (:func:`describe_array` is the tuple form ten
 from __future__ import annotations
 
 import bisect
+import ctypes
 import sys
 import threading
 from typing import Any, NamedTuple
@@ -215,11 +216,19 @@ def describe_array(array: Any, argname: str = "array"
 def launch_device() -> int | None:
     """numba's current device ordinal (where kernels launch), or None without a usable GPU
     (no driver, no device, the simulator): then there is nothing to compare."""
-    from numba import config, cuda  # deferred: importing numba.cuda is slow
-
-    if config.ENABLE_CUDASIM or not cuda.is_available():
+    if _device_count() == 0:
         return None
-    return cuda.get_current_device().id
+    lib = _libcuda[0] if _libcuda else _load_libcuda()
+    if lib is not None:                 # the current context's device, as numba takes it
+        ordinal = getattr(_ordinal_out, "pair", None)
+        if ordinal is None:
+            value = ctypes.c_int(-1)
+            ordinal = _ordinal_out.pair = (value, ctypes.byref(value))
+        if lib.cuCtxGetDevice(ordinal[1]) == 0:
+            return ordinal[0].value
+    from numba import cuda  # deferred: importing numba.cuda is slow
+
+    return cuda.get_current_device().id     # no current context: numba makes device 0's
 
 
 _devices: list[int] = []
@@ -239,16 +248,13 @@ def _device_count() -> int:
 
 
 _libcuda = []
+_ordinal_out = threading.local()        # each thread's out-parameter of cuCtxGetDevice
 
 
-def device_ordinal(ptr: int) -> tuple[int, int]:
-    """``(CUresult value, ordinal)``: the driver's answer to which device ``ptr`` was allocated
-    on (a non-zero result: not CUDA memory). Asked of libcuda's C API: cuda-bindings 13.3.1
-    answers 0 for every pointer (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, on a two-H100 host,
-    2026-11-27)."""
+def _load_libcuda():
+    """The driver's C library through ctypes (None where it cannot be loaded): asked directly,
+    its calls cost a fraction of cuda-python's and numba's wrappers."""
     if not _libcuda:
-        import ctypes
-
         try:
             lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
             lib.cuPointerGetAttribute.argtypes = (ctypes.c_void_p, ctypes.c_int,
@@ -256,15 +262,21 @@ def device_ordinal(ptr: int) -> tuple[int, int]:
         except (OSError, AttributeError):
             lib = None
         _libcuda.append(lib)
-    lib = _libcuda[0]
+    return _libcuda[0]
+
+
+def device_ordinal(ptr: int) -> tuple[int, int]:
+    """``(CUresult value, ordinal)``: the driver's answer to which device ``ptr`` was allocated
+    on (a non-zero result: not CUDA memory). Asked of libcuda's C API: cuda-bindings 13.3.1
+    answers 0 for every pointer (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, on a two-H100 host,
+    2026-11-27)."""
+    lib = _load_libcuda()
     if lib is None:
         from cuda.bindings import driver
 
         err, ordinal = driver.cuPointerGetAttribute(
             driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
         return int(err), int(ordinal)
-    import ctypes
-
     ordinal = ctypes.c_int(-1)
     err = lib.cuPointerGetAttribute(ctypes.byref(ordinal), 9, ptr)   # ..._DEVICE_ORDINAL
     return int(err), ordinal.value

@@ -25,8 +25,9 @@ from typing import Any, NamedTuple
 from numba import config as numba_config
 from numba import cuda
 
+from . import operands as _operands
 from ._arrays import allocate_like, numba_view
-from ._calls import BoundedCache, call_stream, is_torch_tensor, operand_key
+from ._calls import BoundedCache, call_stream, is_torch_tensor, operand_key, torch_current_stream
 from ._device import HOPPER_CC, require_gpu
 from .kernels import transpose_sector, transpose_v6, transpose_vec
 from .kernels._grid import device_pointer
@@ -146,6 +147,9 @@ class _Repeat(NamedTuple):
 #: dtype and device), so its layout follows from ``src``'s and it cannot overlap ``src``.
 REPEAT_CACHE_SIZE = 64
 _repeats = BoundedCache(REPEAT_CACHE_SIZE)
+#: The torch tensor types seen by transpose(x): on a machine with one GPU such an ``x`` goes
+#: straight to :func:`_transpose_torch` (no device to enter, no kind to tell).
+_torch_types = set()
 
 
 def transpose(src, out=None, *, kernel=None, stream=None):
@@ -167,11 +171,14 @@ def transpose(src, out=None, *, kernel=None, stream=None):
     Devices: runs on the GPU ``src`` lives on, whatever the current device; ``out`` elsewhere is
     a ValueError. Without a usable GPU: :class:`numba_tma.NoGPUError`, after the checks.
     """
+    if out is None and type(src) in _torch_types and _operands._device_count() <= 1:
+        return _transpose_torch(src, kernel, stream)    # x.t().contiguous()'s: no device to pick
     device = device_to_enter(src)
     if device is not None:
         with cuda.gpus[device]:         # the operands decide where the call runs, as in torch
             return transpose(src, out, kernel=kernel, stream=stream)
     if out is None and is_torch_tensor(src) and not numba_config.ENABLE_CUDASIM:
+        _torch_types.add(type(src))
         return _transpose_torch(src, kernel, stream)
     ks = operand_key(src)
     if ks is not None and not numba_config.ENABLE_CUDASIM:
@@ -202,23 +209,29 @@ def transpose(src, out=None, *, kernel=None, stream=None):
 
 def _transpose_torch(src, kernel, stream):
     """transpose(src) of a torch tensor on the launch device, out allocated by torch as
-    ``x.t().contiguous()`` does; a repeated layout's launch is reused. The key is
-    :func:`operand_key`'s, read once: each torch accessor costs a Python binding call. A CPU
-    tensor or another rank goes to the checks, which report it."""
+    ``x.t().contiguous()`` does; a repeated layout's launch is reused. Each torch accessor costs
+    a Python binding call, so each is read once and the key is flat: this is the path whose
+    host cost is measured against torch's own (benches/host.py). A CPU tensor or another rank
+    goes to the checks, which report it."""
     try:                                # (as operand_key: a tensor without these has no key)
         shape, dev, s_ptr = src.shape, src.get_device(), src.data_ptr()
         new_empty = src.new_empty
     except (AttributeError, TypeError, RuntimeError):
         dev = -1
-    if dev < 0 or len(shape) not in (2, 3):
+    rank = len(shape) if dev >= 0 else 0
+    if rank == 2:
+        out_shape = (shape[1], shape[0])
+    elif rank == 3:
+        out_shape = (shape[0], shape[2], shape[1])
+    else:
         return _transpose(src, None, kernel, stream, None)      # (its checks report it)
-    handle = call_stream(stream, src)
+    handle = torch_current_stream(dev) if stream is None else call_stream(stream, src)
     ctx = context_id_or_none()
-    out = new_empty((*shape[:-2], shape[-1], shape[-2]))
+    out = new_empty(out_shape)
     if ctx is None:
         return _transpose(src, out, kernel, stream, None)
     o_ptr = out.data_ptr()
-    key = (ctx, kernel, (shape, src.stride(), src.dtype, dev), s_ptr % 128, o_ptr % 128)
+    key = (ctx, kernel, shape, src.stride(), src.dtype, dev, s_ptr & 127, o_ptr & 127)
     hit = _repeats.get(key)
     if hit is None:
         return _transpose(src, out, kernel, stream, key)

@@ -425,7 +425,9 @@ def _raw_launch_kernel():
     """``cuLaunchKernel`` as a ctypes function from the driver's own table
     (``cuGetProcAddress``, legacy default-stream semantics, as cuda-python's), or False. A
     ctypes call of pre-converted integers costs about a microsecond less per launch than
-    cuda-python's wrapper, which re-checks and converts each argument."""
+    cuda-python's wrapper, which re-checks and converts each argument. Its prototype declares
+    no arguments: the callers pass ctypes values made once (:class:`PreparedLaunch`), which
+    ctypes hands on unconverted, where declared argument types convert all eleven per call."""
     global _raw_launch
     if _raw_launch is None:
         _raw_launch = False
@@ -433,10 +435,7 @@ def _raw_launch_kernel():
             flags = _cudrv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
             err, pfn, status = _cudrv.cuGetProcAddress(b"cuLaunchKernel", 12000, flags)
             if err == _cudrv.CUresult.CUDA_SUCCESS and int(pfn):
-                u = ctypes.c_uint
-                proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u,
-                                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-                _raw_launch = proto(int(pfn))
+                _raw_launch = ctypes.CFUNCTYPE(ctypes.c_int)(int(pfn))
         except Exception:         # another cuda-python: its own wrapper serves
             _raw_launch = False
     return _raw_launch
@@ -489,7 +488,13 @@ class PreparedLaunch:
         self._address = ctypes.addressof(self._params)
         self._streams = {}
         self._raw = _raw_launch_kernel() if self._plan is None else False
-        self._raw_args = (int(func),) + tuple(grid) + tuple(block) + (shared_mem,)
+        # cuLaunchKernel's (f, grid, block, shared) and kernelParams as ctypes values, and one
+        # c_void_p per stream handle (_raw_launch_kernel: an untyped prototype)
+        u = ctypes.c_uint
+        self._raw_args = ((ctypes.c_void_p(int(func)),) + tuple(u(g) for g in grid)
+                          + tuple(u(b) for b in block) + (u(shared_mem),))
+        self._raw_params = ctypes.c_void_p(self._address)
+        self._raw_streams = {}
 
     def set(self, i, value):
         """Replace argument ``i`` (same kind of value as :meth:`DirectKernel.launch` takes)."""
@@ -514,7 +519,12 @@ class PreparedLaunch:
                 self._grid, self._block, handle, self._args, self._shared,
                 None if self._plan is None else self._plan.cluster)
         if self._raw:
-            err = self._raw(*self._raw_args, handle or None, self._address, None)
+            cu_stream = self._raw_streams.get(handle)
+            if cu_stream is None:
+                if len(self._raw_streams) >= 64:         # (streams made and dropped per call)
+                    self._raw_streams.clear()
+                cu_stream = self._raw_streams[handle] = ctypes.c_void_p(handle or None)
+            err = self._raw(*self._raw_args, cu_stream, self._raw_params, None)
             if err:
                 _check(_cudrv.CUresult(err), f"cuLaunchKernel(grid={self._grid}, "
                                              f"block={self._block}, shared_mem={self._shared})")

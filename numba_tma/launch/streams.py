@@ -72,8 +72,9 @@ def _raw_context_id():
             return None
         if err != _cudrv.CUresult.CUDA_SUCCESS or not int(pfn):
             return None
-        _raw_ctx_id.append(ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
-                                            ctypes.POINTER(ctypes.c_ulonglong))(int(pfn)))
+        # (no declared argument types: ctypes passes None and a byref() through unconverted,
+        # half the cost of a checked call)
+        _raw_ctx_id.append(ctypes.CFUNCTYPE(ctypes.c_int)(int(pfn)))
     return _raw_ctx_id[0] or None
 
 
