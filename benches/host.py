@@ -11,6 +11,9 @@ times ``--iters`` back-to-back calls with ``time.perf_counter`` while the GPU is
 GPU-side wait (``torch.cuda._sleep``), so no call waits for the GPU: ``host_us`` is the Python
 and driver cost of one call, the allocation of a new ``out`` in torch included for the ops
 without one. ``--rounds`` rounds interleave the ops; an op's figure is the median of its rounds.
+A shared host drifts and stalls between rounds (one op's rounds of the same run have differed
+by more than 2x), so an op with a torch counterpart (``PEERS``) also gets ``x_torch``: the
+median over rounds of its time over the counterpart's in the same round.
 
 Ops: ``matmul(a, b)``, ``matmul(a, b, out)``, ``torch.mm(a, b)``, ``torch.mm(a, b, out)``,
 ``transpose(x)``, ``transpose(x, out)``, ``torch x.t().contiguous()``,
@@ -37,7 +40,12 @@ from numba_tma import bench  # noqa: E402
 
 BENCH = "host"
 DEFAULT_SIZES = (256, 1024, 4096)
-HOLD_CYCLES = 400_000_000      # ~0.2 s of GPU wait: longer than queuing one round of calls
+HOLD_CYCLES = 60_000_000       # ~30 ms of GPU wait: ten times one round of 100 calls' queuing
+#: Each public op and the torch op it stands beside (``x_torch``: the ratio of their times).
+PEERS = {"matmul(a, b)": "torch.mm(a, b)", "matmul(a, b, out)": "torch.mm(a, b, out)",
+         "transpose(x)": "torch x.t().contiguous()",
+         "transpose(x) floor": "torch x.t().contiguous()",
+         "transpose(x, out)": "torch out.copy_(x.t())"}
 
 
 def parse_args(argv=None):
@@ -46,10 +54,10 @@ def parse_args(argv=None):
         lambda t: [bench.positive_int(x) for x in t.split(",")]), default=list(DEFAULT_SIZES),
         help="comma list of n (default 256,1024,4096)")
     p.add_argument("--ops", default=None, help="comma list or globs of op names")
-    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=200,
-                   help="back-to-back calls timed per op and round (default 200)")
-    p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=5,
-                   help="rounds over the ops; an op's figure is their median (default 5)")
+    p.add_argument("--iters", type=bench.argparse_type(bench.positive_int), default=100,
+                   help="back-to-back calls timed per op and round (default 100)")
+    p.add_argument("--rounds", type=bench.argparse_type(bench.positive_int), default=21,
+                   help="rounds over the ops; an op's figure is their median (default 21)")
     p.add_argument("--warmup", type=bench.argparse_type(bench.positive_int), default=3,
                    help="untimed calls per op first: compilation, planning, caches (default 3)")
     p.add_argument("--no-cold", action="store_true", help="skip the two fresh-process runs")
@@ -162,14 +170,18 @@ def cold_rows():
     return rows
 
 
-def row(op, n, rounds_us):
-    """One result: the op, n, its median host us and the rounds."""
-    return {"op": op, "n": n, "host_us": bench.median(rounds_us),
-            "rounds_us": list(rounds_us)}
+def row(op, n, rounds_us, peer_rounds_us=None):
+    """One result: the op, n, its median host us and the rounds; beside its torch counterpart's
+    rounds, ``x_torch``, the median of the per-round ratios."""
+    r = {"op": op, "n": n, "host_us": bench.median(rounds_us), "rounds_us": list(rounds_us)}
+    if peer_rounds_us is not None:
+        r["x_torch"] = bench.median([t / p for t, p in zip(rounds_us, peer_rounds_us)])
+    return r
 
 
 def line(r):
-    return f"{r['op']:26s} n={r['n']:5d}  {r['host_us']:8.1f} us/call"
+    ratio = f"  {r['x_torch']:6.3f}x torch" if "x_torch" in r else ""
+    return f"{r['op']:26s} n={r['n']:5d}  {r['host_us']:8.1f} us/call{ratio}"
 
 
 def main(argv=None):
@@ -203,7 +215,7 @@ def main(argv=None):
                 rounds[name].append(bench.host_us_per_call(table[name], args.iters, hold,
                                                             torch.cuda.synchronize))
         for name in names:
-            results.append(row(name, n, rounds[name]))
+            results.append(row(name, n, rounds[name], rounds.get(PEERS.get(name))))
             print(line(results[-1]), flush=True)
         del table
         bench.free_device_memory()
@@ -217,7 +229,8 @@ def main(argv=None):
             "iters": args.iters,
             "rounds": args.rounds, "warmup": args.warmup,
             "timing": "host_us: time.perf_counter over back-to-back calls queued behind a GPU "
-                      "wait, per call; median of rounds",
+                      "wait, per call; median of rounds. x_torch: median over rounds of the "
+                      "op's time over its torch counterpart's (PEERS) in the same round",
             "results": results, "command": " ".join(sys.argv), "timestamp": bench.timestamp()})
     return 0
 

@@ -740,14 +740,23 @@ def host():
 
 def test_host_bench_arguments_and_rows(host):
     args = host.parse_args([])
-    assert args.sizes == [256, 1024, 4096] and args.iters == 200 and args.rounds == 5
+    assert args.sizes == [256, 1024, 4096] and args.iters == 100 and args.rounds == 21
     assert host.parse_args(["--sizes", "64,128"]).sizes == [64, 128]
     with pytest.raises(SystemExit):
         host.parse_args(["--sizes", "0"])
-    r = host.row("matmul(a, b, out)", 1024, [30.0, 20.0, 25.0])
-    assert r == {"op": "matmul(a, b, out)", "n": 1024, "host_us": 25.0,
+    r = host.row("torch.mm(a, b, out)", 1024, [30.0, 20.0, 25.0])
+    assert r == {"op": "torch.mm(a, b, out)", "n": 1024, "host_us": 25.0,
                  "rounds_us": [30.0, 20.0, 25.0]}
-    assert host.line(r) == "matmul(a, b, out)          n= 1024      25.0 us/call"
+    assert host.line(r) == "torch.mm(a, b, out)        n= 1024      25.0 us/call"
+    # beside its torch counterpart, the median of the per-round ratios: a round where the host
+    # stalled both (the second) moves the medians of the times, not the ratio
+    r = host.row("matmul(a, b, out)", 1024, [12.0, 40.0, 11.0], [10.0, 40.0, 10.0])
+    assert r["host_us"] == 12.0 and r["x_torch"] == 1.1
+    assert host.line(r) == "matmul(a, b, out)          n= 1024      12.0 us/call   1.100x torch"
+    ops = ("matmul(a, b)", "matmul(a, b, out)", "torch.mm(a, b)", "torch.mm(a, b, out)",
+           "transpose(x)", "transpose(x, out)", "torch x.t().contiguous()",
+           "torch out.copy_(x.t())", "transpose(x) floor")
+    assert set(host.PEERS) | set(host.PEERS.values()) <= set(ops)
 
 
 def test_host_bench_import_needs_no_gpu_stack():
