@@ -321,9 +321,10 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     """
     if type(alpha) is not float or type(beta) is not float:
         alpha, beta = _scalar(alpha, "alpha"), _scalar(beta, "beta")
+    fp8 = (in_dtype is not None or scale_a is not None or scale_b is not None
+           or _dtype_label(a) in FP8_TORCH_DTYPES)
     if epilogue is not None:
-        if (in_dtype is not None or scale_a is not None or scale_b is not None
-                or _dtype_label(a) in FP8_TORCH_DTYPES):
+        if fp8:
             raise ValueError("epilogue: fp8 matmul() takes no epilogue yet (16-bit inputs "
                              "only)")
         from .matmul_epilogue import matmul_epilogue
@@ -332,8 +333,7 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
                           stream, epilogue, epilogue_args)
     if epilogue_args is not _NO_ARGS:
         raise ValueError("epilogue_args given without an epilogue")
-    if (in_dtype is not None or scale_a is not None or scale_b is not None
-            or _dtype_label(a) in FP8_TORCH_DTYPES):
+    if fp8:
         from .matmul_fp8 import matmul_fp8
 
         return _on_device(a, matmul_fp8, a, b, out, alpha, beta, out_dtype, config, stream,

@@ -28,7 +28,6 @@ from .operands import check_device, is_c_contiguous, read_operand
 __all__ = ["matmul_epilogue", "check_epilogue"]
 
 
-
 def _is_device_function(fn):
     return (hasattr(fn, "py_func") and hasattr(fn, "targetoptions")
             and bool(fn.targetoptions.get("device")))

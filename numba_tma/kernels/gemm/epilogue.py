@@ -112,14 +112,26 @@ def generated_device(name, lines, env):
     return inline_device(namespace[name])
 
 
+def epilogue_branches(epi, condition, body):
+    """``(lines, names)``: source lines (inside a function) that run ``body`` with each
+    ``APPLY(v, row, col, m, n, ep)`` the user's epilogue ``epi`` untested where ``condition``
+    holds (a box wholly inside C: no branch per element, so its loads issue together) and
+    tested per element elsewhere (:func:`.user_epilogue.element_epilogue`); ``names``, what
+    those lines call, for :func:`generated_device`'s ``env``."""
+    apply, apply_inside = element_epilogue(epi)
+    lines = ([f"    if {condition}:"]
+             + ["        " + line.replace("APPLY", "apply_inside") for line in body]
+             + ["    else:"] + ["        " + line.replace("APPLY", "apply") for line in body])
+    return lines, {"apply": apply, "apply_inside": apply_inside}
+
+
 @functools.cache
 def _epilogue_box_writer(out_kind, has_beta, epi, j):
     # box_writer's write_box of box j with the user's epilogue, every loop written out, twice:
     # for a box inside C (no test per element) and for one across its edge.
     out16 = out_kind != "f32"
-    apply, apply_inside = element_epilogue(epi)
-    env = {"apply": apply, "apply_inside": apply_inside, "stmatrix_row": stmatrix_row,
-           "warp": warp, "pack": warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2,
+    env = {"stmatrix_row": stmatrix_row, "warp": warp,
+           "pack": warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2,
            "unpack": warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2}
     body = []
     if out16:
@@ -155,12 +167,10 @@ def _epilogue_box_writer(out_kind, has_beta, epi, j):
     src = ["def write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old, "
            "crow, col0, m, n, ep):",
            "    r = crow + (lane >> 2)",            # lane's rows: r, r + 8
-           "    c = col0 + 2 * (lane & 3)",         # its columns of n8 tile t: c + 8 t (+ 1)
-           f"    if crow + {SLAB_ROWS} <= m and col0 + {cols} <= n:"]
-    src += ["        " + line.replace("APPLY", "apply_inside") for line in body]
-    src.append("    else:")
-    src += ["        " + line.replace("APPLY", "apply") for line in body]
-    return generated_device("write_box", src, env)
+           "    c = col0 + 2 * (lane & 3)"]         # its columns of n8 tile t: c + 8 t (+ 1)
+    lines, names = epilogue_branches(epi, f"crow + {SLAB_ROWS} <= m and col0 + {cols} <= n",
+                                     body)
+    return generated_device("write_box", src + lines, {**env, **names})
 
 
 @functools.cache
@@ -286,6 +296,8 @@ def staged_epilogue(bn, out_kind, has_beta, nbuf, tm, halves, whole, epi=None):
     (else its half of the block's rows)."""
     C_COLS = box_columns(out_kind)
     C_BOXES = bn // C_COLS
+    if epi is not None:
+        return _epilogue_store_tile(out_kind, has_beta, nbuf, tm, halves, whole, epi, C_BOXES)
     HALF_BOXES = (C_BOXES + 1) // 2
     store_box = _box_storer(box_writer(out_kind, has_beta), C_COLS, nbuf, has_beta)
 
@@ -297,9 +309,6 @@ def staged_epilogue(bn, out_kind, has_beta, nbuf, tm, halves, whole, epi=None):
             boxes, loads = store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
                                      m, n, alpha, beta, words, old, boxes, loads, j, ep)
         return boxes, loads
-
-    if epi is not None:
-        return _epilogue_store_tile(out_kind, has_beta, nbuf, tm, halves, whole, epi, C_BOXES)
 
     @inline_device
     def store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n,

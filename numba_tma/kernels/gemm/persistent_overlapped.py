@@ -20,10 +20,9 @@ from numba import cuda
 from ..._bridge import inline_device
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
-from .epilogue import generated_device, packed_epilogue
+from .epilogue import epilogue_branches, generated_device, packed_epilogue
 from .frame import persistent_kernel, persistent_parts
 from .scales import rowcol_packer, rowcol_scaler, tensor_alpha, thread_row
-from .user_epilogue import element_epilogue
 
 __all__ = ["kernel"]
 
@@ -53,12 +52,11 @@ def kernel(cfg, spec):
                 f"col + {8 * (w >> 1)}, m, n, ep), APPLY(alpha * acc[{2 * w + 1}], "
                 f"row + {8 * (w & 1)}, col + {8 * (w >> 1) + 1}, m, n, ep))"
                 for w in range(NWORDS)]
-        apply, apply_inside = element_epilogue(spec.epilogue)
-        pack_epilogue = generated_device("pack_epilogue", [
-            "def pack_epilogue(c16, acc, row, col, m, n, alpha, ep, inside):",
-            "    if inside:"] + ["        " + b.replace("APPLY", "apply_inside") for b in body]
-            + ["    else:"] + ["        " + b.replace("APPLY", "apply") for b in body],
-            {"pack": pack, "apply": apply, "apply_inside": apply_inside})
+        lines, names = epilogue_branches(spec.epilogue, "inside", body)
+        pack_epilogue = generated_device(
+            "pack_epilogue",
+            ["def pack_epilogue(c16, acc, row, col, m, n, alpha, ep, inside):"] + lines,
+            {"pack": pack, **names})
 
     @inline_device
     def pack_tile(c16, acc, sa, sb, row0, col0, cw, lane, m, n, alpha, ep):
