@@ -29,7 +29,7 @@ SHARED, GLOBAL = "shared", "global"
 
 def _table():
     """``{intrinsic function: {argument position: (argument name, space)}}``."""
-    from . import bulk, cluster, mbarrier, smem, tma, warp, wgmma
+    from . import bulk, cluster, gmem, mbarrier, smem, tma, warp, wgmma
 
     spaces = {
         mbarrier.init: {"bar": SHARED}, mbarrier.inval: {"bar": SHARED},
@@ -47,6 +47,7 @@ def _table():
         bulk.load: {"dst": SHARED, "src": GLOBAL, "bar": SHARED},
         bulk.copy_shared_to_global: {"dst": GLOBAL, "src": SHARED},
         bulk.reduce: {"dst": GLOBAL, "src": SHARED}, bulk.prefetch: {"src": GLOBAL},
+        gmem.copy_async: {"dst": SHARED, "src": GLOBAL}, gmem.copy_async_arrive: {"bar": SHARED},
         warp.ldmatrix: {"tile": SHARED}, warp.stmatrix: {"tile": SHARED},
         smem.load_v4: {"src": SHARED}, smem.store_v4: {"dst": SHARED},
         smem.shared_address: {"arr": SHARED}, smem.aligned_offset: {"arr": SHARED},

@@ -10,6 +10,7 @@ a ``CALL``.
 import os
 from importlib import resources
 
+from llvmlite import ir
 from numba import cuda, types
 from numba.core import errors
 from numba.cuda.extending import intrinsic
@@ -54,6 +55,38 @@ def address_of(typingctx, arr):
     def codegen(context, builder, sig, args):
         ary = context.make_array(sig.args[0])(context, builder, args[0])
         return builder.bitcast(ary.data, context.get_value_type(types.voidptr))
+
+    return sig, codegen
+
+
+@intrinsic
+def tail(typingctx, arr, i):
+    """``arr[i:]`` of a 1-D array without numba's slice normalisation (a negative start counted
+    from the end, both bounds clamped to the length): the caller guarantees ``0 <= i <=
+    len(arr)``. With ``i`` a constant the view's address is ``arr``'s plus a constant, which
+    folds into an instruction's immediate offset; the normalised slice's clamp against a
+    run-time length would not (a ring unrolled over its slots then holds every slot's address
+    in a register of its own)."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1):
+        raise errors.TypingError(f"tail: expected a 1-D numba array, got {arr}")
+    if not isinstance(i, types.Integer):
+        raise errors.TypingError(f"tail: expected an integer start, got {i}")
+    sig = arr(arr, i)
+
+    def codegen(context, builder, sig, args):
+        aryty, ity = sig.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = context.cast(builder, args[1], ity, types.intp)
+        if aryty.layout == "C":
+            ary.data = builder.gep(ary.data, [idx])
+        else:
+            step = builder.mul(idx, builder.extract_value(ary.strides, 0))
+            byte = ir.IntType(8).as_pointer()
+            ary.data = builder.bitcast(builder.gep(builder.bitcast(ary.data, byte), [step]),
+                                       ary.data.type)
+        ary.shape = builder.insert_value(ary.shape, builder.sub(
+            builder.extract_value(ary.shape, 0), idx), 0)
+        return ary._getvalue()
 
     return sig, codegen
 

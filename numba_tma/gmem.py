@@ -19,6 +19,16 @@ fetches the whole naturally aligned 256-byte block around the access from DRAM. 
 warp's loads start and end mid-block, as in rows that are not 16-byte multiples (v8_sector's
 ragged rows, where ``transpose_sector`` uses it), and costs where they are already whole aligned
 blocks (v7_vec16 at 32768^2 runs without it).
+
+``copy_async(dst, src, nbytes)`` copies 4, 8 or 16 bytes from global ``src`` to shared ``dst``
+without passing through registers (``cp.async``, ``LDGSTS``): the issuing thread goes on at once,
+and ``copy_async_arrive(bar)`` makes mbarrier ``bar``'s current phase wait for every copy this
+thread issued before it. A thread that feeds a ring slot a few bytes beside its TMA tiles (a
+block scale) thus completes the slot's ``full`` barrier without waiting on global memory::
+
+    gmem.copy_async(words[s:], scales[row, k:], 4)   # LDGSTS.E
+    gmem.copy_async_arrive(full[s:])                  # ARRIVES.LDGSTSBAR.64
+    mbarrier.arrive_expect_tx(full[s:], tile_bytes)   # the phase's one expected arrival
 """
 
 from numba import types
@@ -27,7 +37,8 @@ from numba.cuda.extending import overload
 
 from ._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 
-__all__ = ["load_v4", "store_v4", "L2_PREFETCH_BYTES"]
+__all__ = ["load_v4", "store_v4", "copy_async", "copy_async_arrive", "L2_PREFETCH_BYTES",
+           "COPY_ASYNC_BYTES"]
 
 L2_PREFETCH_BYTES = (0, 64, 128, 256)   # load_v4's l2_prefetch: none, or .L2::64B/128B/256B
 
@@ -37,6 +48,11 @@ _ld = {n: declare("gmem", f"numba_tma_ld_global_v4_b32_l2_{n}b" if n else "numba
        for n in L2_PREFETCH_BYTES}
 _st = declare("gmem", "numba_tma_st_global_v4_b32", types.void(_vp, types.uint64, _vp))
 _WORDS = (types.uint32, types.int32)
+COPY_ASYNC_BYTES = (4, 8, 16)           # copy_async's sizes (cp.async's cp-size)
+_cp_async = {n: declare("gmem", f"numba_tma_cp_async_ca_shared_global_{n}",
+                        types.void(_vp, _vp)) for n in COPY_ASYNC_BYTES}
+_cp_async_arrive = declare("gmem", "numba_tma_cp_async_mbarrier_arrive_shared_b64",
+                           types.void(_vp))
 
 
 def load_v4(regs, src, byte_offset, l2_prefetch=0):
@@ -55,6 +71,47 @@ def store_v4(dst, byte_offset, regs):
     PTX: ``st.global.v4.b32 [dst + byte_offset], {r0, r1, r2, r3};`` SASS: ``STG.E.128``.
     """
     host_call("gmem.store_v4")
+
+
+def copy_async(dst, src, nbytes):
+    """Copy ``nbytes`` (4, 8 or 16, a compile-time constant) bytes from global ``src`` to shared
+    ``dst`` asynchronously; both addresses (the arrays' first elements) ``nbytes``-aligned.
+
+    PTX: ``cp.async.ca.shared.global [dst], [src], nbytes;`` (sm_80+). SASS: ``LDGSTS.E``.
+    Issued by: any thread; ``dst`` is written some time later: wait for it through an mbarrier
+    (:func:`copy_async_arrive`) before reading it.
+    """
+    host_call("gmem.copy_async")
+
+
+def copy_async_arrive(bar):
+    """Make mbarrier ``bar``'s current phase wait for every :func:`copy_async` this thread
+    issued before; ``bar``'s expected arrival count is unchanged (no arrival of its own).
+
+    PTX: ``cp.async.mbarrier.arrive.shared::cta.b64 [bar];`` (without ``.noinc``: the pending
+    count is raised by one now and lowered when the copies complete). SASS:
+    ``ARRIVES.LDGSTSBAR.64``. Issued by: the thread that issued the copies, before the phase's
+    last expected arrival; threads that wait on the phase may then read the copies' bytes.
+    """
+    host_call("gmem.copy_async_arrive")
+
+
+@overload(copy_async, prefer_literal=True)
+def _ov_copy_async(dst, src, nbytes):
+    fname = "gmem.copy_async"
+    require_array(fname, "dst", dst)
+    require_array(fname, "src", src)
+    size = literal_int(fname, "nbytes", nbytes, COPY_ASYNC_BYTES[0], COPY_ASYNC_BYTES[-1])
+    if size not in _cp_async:
+        raise errors.TypingError(f"{fname}: nbytes = {size} must be one of {COPY_ASYNC_BYTES}")
+    cp = _cp_async[size]
+    return lambda dst, src, nbytes: cp(address_of(dst), address_of(src))
+
+
+@overload(copy_async_arrive)
+def _ov_copy_async_arrive(bar):
+    require_array("gmem.copy_async_arrive", "bar", bar, dtypes=(types.uint64, types.int64))
+    return lambda bar: _cp_async_arrive(address_of(bar))
 
 
 @overload(load_v4, prefer_literal=True)

@@ -9,7 +9,7 @@ import pytest
 from numba import cuda
 from numba.core.errors import TypingError
 
-from numba_tma import _address_space, bulk, mbarrier, tma, warp
+from numba_tma import _address_space, bulk, gmem, mbarrier, tma, warp
 from numba_tma.offline import compile_kernel
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
@@ -45,6 +45,10 @@ def shared_bulk_global_side(desc, out):
     bulk.copy_global_to_shared(tile, other, 256, bar)
 
 
+def global_copy_async_destination(desc, out):
+    gmem.copy_async(out, out[4:], 4)
+
+
 def local_ldmatrix_tile(desc, out):
     regs = cuda.local.array(4, np.uint32)
     tile = cuda.local.array(256, np.uint16)
@@ -60,6 +64,7 @@ def local_ldmatrix_tile(desc, out):
     (global_tma_source, "tma.store: src is a kernel parameter"),
     (shared_bulk_global_side, r"bulk.copy_global_to_shared: src \(other\) is a cuda.shared.array; "
                               "it must be global memory"),
+    (global_copy_async_destination, r"gmem.copy_async: dst \(out\) is a kernel parameter"),
     (local_ldmatrix_tile, r"warp.ldmatrix: tile is a cuda.local.array"),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_wrong_address_space_fails_to_compile(kernel, message):

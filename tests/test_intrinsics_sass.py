@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 from numba.core.errors import TypingError
 
-from numba_tma import fence, griddep, mbarrier, smem, swizzle, tma
+from numba_tma import fence, gmem, griddep, mbarrier, smem, swizzle, tma
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean
 
@@ -189,6 +189,38 @@ def test_smem_sass():
     kb = compile_kernel(smem_kernel, "void(int64[::1])")
     check_clean(kb)
     assert kb.has("LDS.128") and kb.has("STS.128")
+
+
+def copy_async_kernel(src, out):
+    buf = cuda.shared.array(64, np.float32, alignment=16)
+    bar = cuda.shared.array(1, np.uint64)
+    mbarrier.init_block(bar, 1)
+    t = cuda.threadIdx.x
+    gmem.copy_async(buf[t:], src[t:], 4)
+    gmem.copy_async(buf[16 + 2 * t:], src[16 + 2 * t:], 8)
+    gmem.copy_async(buf[48:], src[48:], 16)
+    gmem.copy_async_arrive(bar)
+    mbarrier.arrive(bar)
+    mbarrier.wait(bar, 0)
+    out[t] = buf[t]
+
+
+def test_copy_async_sass():
+    kb = compile_kernel(copy_async_kernel, "void(float32[::1], float32[::1])")
+    check_clean(kb)
+    assert kb.count("LDGSTS.E") >= 2 and kb.has("LDGSTS.E.64") and kb.has("LDGSTS.E.128")
+    assert kb.has("ARRIVES.LDGSTSBAR.64")
+
+
+@pytest.mark.parametrize("nbytes", [2, 12, 32])
+def test_copy_async_sizes(nbytes):
+    def kernel(src, out):
+        buf = cuda.shared.array(8, np.float32)
+        gmem.copy_async(buf, src, nbytes)
+
+    with pytest.raises(TypingError, match=r"gmem.copy_async: nbytes = \d+ (must be one of|is "
+                                          r"outside)"):
+        compile_kernel(kernel, "void(float32[::1], float32[::1])")
 
 
 def test_aligned_offset_needs_a_constant_power_of_two():

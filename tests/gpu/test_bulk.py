@@ -1,7 +1,8 @@
 """Non-tensor bulk copies on the GPU: global -> shared -> global round trips of many sizes (odd
 multiples of 16 bytes included) at several 16-byte-aligned offsets, shared -> global after
 ordinary shared writes, every bulk reduction (op, type) of the ISA against
-numba_tma.bulk.reduce_reference (exact), many blocks reducing into one range, the L2 prefetch."""
+numba_tma.bulk.reduce_reference (exact), many blocks reducing into one range, the L2 prefetch;
+and gmem.copy_async's 4-, 8- and 16-byte copies completing on an mbarrier."""
 
 import functools
 
@@ -10,7 +11,7 @@ import pytest
 from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, random_array, rng
-from numba_tma import bulk, fence, mbarrier
+from numba_tma import bulk, fence, gmem, mbarrier
 from numba_tma.warp import bf16_bits
 
 BUF_BYTES = 16384
@@ -258,3 +259,39 @@ def test_check_operand_on_device_arrays():
         bulk.check_operand(a[1:], 16)
     with pytest.raises(ValueError, match="must be C-contiguous"):
         bulk.check_operand(cuda.device_array((8, 8), np.float32)[:, :4], 16)
+
+
+@functools.cache
+def copy_async_kernel(nbytes):
+    """Each of 64 threads copies nbytes of src (from word off + t * nbytes / 4) into its part of
+    a shared buffer with gmem.copy_async, ties it to the barrier and arrives; once the phase
+    completes each thread reads another thread's part (so only the barrier orders the read)."""
+    words = nbytes // 4
+
+    @cuda.jit
+    def kernel(src, off, out, ok):
+        buf = cuda.shared.array(64 * 4, np.float32, alignment=16)
+        bar = cuda.shared.array(1, np.uint64)
+        mbarrier.init_block(bar, 64)
+        t = cuda.threadIdx.x
+        gmem.copy_async(buf[t * words:], src[off + t * words:], nbytes)
+        gmem.copy_async_arrive(bar)
+        mbarrier.arrive(bar)
+        if not mbarrier.wait_bounded(bar, 0, TIMEOUT_NS):
+            ok[0] = 0
+        u = (t + 17) % 64
+        for w in range(words):
+            out[u * words + w] = buf[u * words + w]
+
+    return kernel
+
+
+@pytest.mark.parametrize("nbytes,off", [(4, 0), (4, 3), (8, 2), (8, 6), (16, 4), (16, 100)])
+def test_copy_async_completes_on_the_barrier(nbytes, off):
+    src = random_array(512, np.float32)
+    n = 64 * nbytes // 4
+    out = cuda.to_device(random_array(n, np.float32))
+    ok = cuda.to_device(np.ones(1, np.int32))
+    copy_async_kernel(nbytes)[1, 64](cuda.to_device(src), off, out, ok)
+    assert ok.copy_to_host()[0] == 1, "the barrier's phase never completed"
+    np.testing.assert_array_equal(out.copy_to_host(), src[off:off + n])

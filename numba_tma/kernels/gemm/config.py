@@ -255,11 +255,12 @@ class WgmmaConfig:
 
 def smem_bytes(cfg, out_itemsize):
     """Dynamic shared memory of one block: barriers, alignment slack, the ring, and C's staging
-    (persistent: ``c_buffers`` 16 x 128-byte boxes per consumer warp; one block per tile reuses
-    the ring for C)."""
+    (persistent: ``c_buffers`` 16 x 128-byte boxes per consumer warp, and a word per slot for
+    block scales; one block per tile reuses the ring for C)."""
     ring = cfg.stages * (cfg.bm + cfg.bn) * SPAN
     bars = 8 * (2 * cfg.stages + CONSUMER_WARPS + cfg.extra_barriers) + SWIZZLE_ALIGN
     if cfg.persistent:
-        return bars + ring + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES
+        words = 8 * ((cfg.stages + 1) // 2)
+        return bars + words + ring + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES
     c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
     return bars + max(ring, c_slabs)

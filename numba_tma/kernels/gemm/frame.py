@@ -29,7 +29,8 @@ from .config import (CONSUMER_REGS, CONSUMER_WARPS, C_BOX_BYTES, PRODUCER_REGS, 
                      THREADS)
 from .mainloop import slice_k, tile_mainloop, wgmma_parts
 from .prologue import meet, ring_setup, start_dependent
-from .ring import Parts, ring, shared_views, slice_loader
+from .ring import Parts, ring, shared_views, slice_loader, slot_words
+from .scales import BLOCK_K
 from .scheduler import cluster_place, raster
 
 __all__ = ["persistent_parts", "persistent_kernel", "kernel_entry"]
@@ -51,9 +52,13 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
     issue_slot = slice_loader(cfg.bm, cfg.bn, CM, spec.a_kmajor, spec.b_kmajor, bk=bk)
     R = ring(S, P.STAGE_BYTES, issue_slot, CM)
     NBARS = 2 * S + CONSUMER_WARPS
-    return Parts(P=P, R=R, S=S, BK=bk, SCALED=bool(spec.scale), EPI=spec.epilogue,
-                 NBARS=NBARS,
-                 BAR_BYTES=8 * (NBARS + cfg.extra_barriers),
+    BLOCK = spec.scale == "block"
+    return Parts(P=P, R=R, S=S, BK=bk, SCALED=bool(spec.scale), BLOCK=BLOCK,
+                 EPI=spec.epilogue, NBARS=NBARS,
+                 # (with block scales, B's of each slot in a word after the barriers)
+                 BAR_BYTES=8 * (NBARS + cfg.extra_barriers) + (8 * ((S + 1) // 2) if BLOCK
+                                                               else 0),
+                 slot_words=slot_words(S, CONSUMER_WARPS, cfg.extra_barriers),
                  RING_BYTES=S * P.STAGE_BYTES,
                  tile_origin=raster(cfg.group_m, CM, cfg.bm, cfg.bn),
                  views=shared_views(S, CONSUMER_WARPS, cfg.extra_barriers),
@@ -112,6 +117,7 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     BAR_BYTES, RING_BYTES = F.BAR_BYTES, F.RING_BYTES
     views, tile_origin = F.views, F.tile_origin
     load_tile, producer_tail = F.R.load_tile, F.R.producer_tail
+    load_tile_scaled, slot_words, BLOCK = F.R.load_tile_scaled, F.slot_words, F.BLOCK
     setup = ring_setup(S, empty_arrivals * CM, CONSUMER_WARPS)
     meet_all = meet(CM)
     place = cluster_place(CM)
@@ -151,8 +157,13 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
                 while unit < dp_units:  # (a range with a run-time step divides in 64 bits)
                     row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
                     unit += nclusters
-                    s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank,
-                                          0, num_k, s, passes)
+                    if BLOCK:
+                        s, passes = load_tile_scaled(a_map, b_map, tiles, full, empty, row0,
+                                                     col0, rank, 0, num_k, s, passes,
+                                                     slot_words()[0], sb, col0 // BLOCK_K)
+                    else:
+                        s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,
+                                              rank, 0, num_k, s, passes)
                 s, passes = produce_more(a_map, b_map, tiles, full, empty, cid, nclusters,
                                          dp_units, sk_iters, num_k, tiles_m, tiles_n, rank, s,
                                          passes)

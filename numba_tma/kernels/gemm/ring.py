@@ -19,7 +19,10 @@ the ring is ``(s, passes)``: the slot and how many times the ring has wrapped (i
 the phase a wait expects).
 
 The dynamic shared memory starts with the barriers (:func:`shared_views`): the ``S`` full and
-``S`` empty slot barriers, one per consumer warp for C's loads (``cbar``), then a variant's own;
+``S`` empty slot barriers, one per consumer warp for C's loads (``cbar``), then a variant's own,
+then one 4-byte word per slot (:func:`slot_words`) that a block-scaled fp8 GEMM's producer fills
+with B's scale of the slice beside its tiles (``gmem.copy_async``, completing on the slot's
+``full`` barrier: the consumers read it from shared memory, not through a load in their loop);
 the ring starts at the first 1024-byte boundary after them (the 128B swizzle's period).
 """
 
@@ -28,11 +31,11 @@ import functools
 import numpy as np
 from numba import cuda
 
-from ..._bridge import inline_device
-from ... import cluster, intmath, mbarrier, tma
+from ..._bridge import inline_device, tail
+from ... import cluster, gmem, intmath, mbarrier, tma
 
 __all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "slice_loader", "slot_release", "shared_views",
-           "barrier_setup", "ring", "Parts"]
+           "slot_words", "barrier_setup", "ring", "Parts"]
 
 SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
 BK = 64                      # K per slice: one swizzle row of a K-major operand
@@ -130,6 +133,20 @@ def shared_views(stages, c_bars, extra_bars=0):
 
 
 @functools.cache
+def slot_words(stages, c_bars, extra_bars=0):
+    """``words()``: ``(w,)``, ``w`` the ``stages`` float32 words after :func:`shared_views`'
+    barriers, one per ring slot (in a tuple, as numba returns a view made in a device
+    function)."""
+    first = 2 * (2 * stages + c_bars + extra_bars)         # (in 4-byte words)
+
+    @inline_device
+    def words():
+        dynf = cuda.shared.array(0, np.float32)
+        return (dynf[first:first + stages],)
+    return words
+
+
+@functools.cache
 def barrier_setup(stages, empty_arrivals, c_bars):
     """``init(full, empty, cbar)``: one thread initialises the ring's barriers (``full``: one
     arrival and the transaction bytes; ``empty``: ``empty_arrivals``) and C's (one arrival
@@ -172,26 +189,39 @@ def ring(stages, stage_bytes, issue_slot, ctas):
     def producer_acquire(empty, s, passes):
         # The slot's contents of the pass before were released by every consumer warp.
         if passes > 0:
-            mbarrier.wait(empty[s:], (passes - 1) & 1)
+            mbarrier.wait(tail(empty, s), (passes - 1) & 1)
 
     @inline_device
     def producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank):
         # K slice kt of the tile at (row0, col0) into slot s, completing full[s].
-        issue_slot(a_map, b_map, tiles, full[s:], s * stage_bytes, kt, row0, col0, rank)
+        issue_slot(a_map, b_map, tiles, tail(full, s), s * stage_bytes, kt, row0, col0, rank)
 
     @inline_device
     def consumer_wait(full, s, passes):
-        mbarrier.wait(full[s:], passes & 1)
+        mbarrier.wait(tail(full, s), passes & 1)
 
     @inline_device
     def consumer_release(empty, s):
-        release(empty[s:])
+        release(tail(empty, s))
 
     @inline_device
     def load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes):
         # Producer: K slices kt0..kt1 of one tile into the ring; returns the ring position.
         for kt in range(kt0, kt1):
             producer_acquire(empty, s, passes)
+            producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
+            s, passes = next_slot(s, passes)
+        return s, passes
+
+    @inline_device
+    def load_tile_scaled(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes,
+                         words, sb, nb):
+        # load_tile, each slice's block scale sb[nb, kt] copied into its slot's word, on the
+        # slot's full barrier (whose phase then also waits for the copy).
+        for kt in range(kt0, kt1):
+            producer_acquire(empty, s, passes)
+            gmem.copy_async(tail(words, s), sb[nb, kt:], 4)
+            gmem.copy_async_arrive(tail(full, s))
             producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
             s, passes = next_slot(s, passes)
         return s, passes
@@ -211,7 +241,8 @@ def ring(stages, stage_bytes, issue_slot, ctas):
     return Parts(next_slot=next_slot, skip_slots=skip_slots,
                  producer_acquire=producer_acquire, producer_commit=producer_commit,
                  consumer_wait=consumer_wait, consumer_release=consumer_release,
-                 load_tile=load_tile, producer_tail=producer_tail)
+                 load_tile=load_tile, load_tile_scaled=load_tile_scaled,
+                 producer_tail=producer_tail)
 
 
 class Parts:

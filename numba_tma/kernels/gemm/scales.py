@@ -9,11 +9,15 @@ The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any stride
 - ``"row"``: ``sa[r, 0]`` per row of A (C) and ``sb[c, 0]`` per column of B (C) multiply the
   finished accumulators before the epilogue (:func:`rowcol_scaler`).
 - ``"block"``: DeepSeek's recipe, always promoted (below). ``sa[r, kb]`` per row of A and
-  128-deep K block ``kb``, ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A ring slice is exactly one K block
-  (128 fp8 elements), so each slice's wgmmas write a fresh partial product into registers of
-  their own, which the consumer adds into the fp32 accumulators times ``sa * sb``
-  (:func:`promoting_mainloop`): the two-level accumulation that keeps a long K's sum at fp32
-  precision. A tile's columns lie in one N block (``bn`` divides 128).
+  128-deep K block ``kb``, ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A ring
+  slice is exactly one K block (128 fp8 elements), so each slice's wgmmas write a fresh partial
+  product into registers of their own, which the consumer adds into the fp32 accumulators times
+  ``sa * sb`` (:func:`promoting_mainloop`): the two-level accumulation that keeps a long K's sum
+  at fp32 precision. A tile's columns lie in one N block (``bn`` divides 128), so B's scale of
+  a slice is one number for the whole block: the producer copies it into the slot's word beside
+  the tiles (:func:`.ring.slot_words`), and the consumers read it from there. (Loaded by each
+  consumer from global memory, its address is warp-uniform, and ptxas moved it into a uniform
+  register right after the load, stalling every slice on global memory's latency.)
 
 Row and column indices past M or N are clamped to the last one: those rows and columns of C are
 never stored, and the clamp keeps every load inside the scale arrays.
@@ -23,7 +27,7 @@ import functools
 
 import numpy as np
 
-from ..._bridge import inline_device
+from ..._bridge import inline_device, tail
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
 
@@ -98,26 +102,28 @@ def rowcol_packer(nacc, out_kind):
 
 
 @inline_device
-def _scale_rows(sa, sb, ra, rb, nb):
-    # The rows of the block scales a thread reads, as 1-D views: one multiply per load.
-    return sa[ra], sa[rb], sb[nb]
+def _scale_rows(sa, ra, rb):
+    # The rows of A's block scales a thread reads, as 1-D views: one multiply per load.
+    return sa[ra], sa[rb]
 
 
 @inline_device
-def _no_scale_rows(sa, sb, ra, rb, nb):
-    return sa, sa, sb       # (None: the kernel takes no scales)
+def _no_scale_rows(sa, ra, rb):
+    return sa, sa           # (None: the kernel takes no scales)
 
 
 @functools.cache
 def promoting_mainloop(parts, ring, scaled):
     """Two-level accumulation: ``mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0,
-    kt1, s, passes, sa, sb, ra, rb, nb)``, a consumer's product over K slices ``kt0..kt1`` of
+    kt1, s, passes, sa, words, ra, rb)``, a consumer's product over K slices ``kt0..kt1`` of
     one tile (one m64 half). Each slice's wgmma group writes a fresh partial product into
     ``part`` or ``part2`` in turn, and is added into the fp32 ``acc`` while the next slice's
-    group runs (``wait_group(1)``): times ``sa[ra or rb, kt] * sb[nb, kt]`` with block scales
-    (``scaled``; ``ra``, ``rb``: the thread's two rows, clamped to M; ``nb``: the tile's N
-    block), else as it is. A slice's scales load under its own wgmmas; each slot is given back
-    once its group retired. Returns the ring position.
+    group runs (``wait_group(1)``): times ``sa[ra or rb, kt] * words[s]`` with block scales
+    (``scaled``; ``ra``, ``rb``: the thread's two rows, clamped to M; ``words[s]``: B's scale
+    of the slice in slot ``s``, :func:`.ring.slot_words`), else as it is. A slice's A scales
+    load under the wgmmas of the slice before it (two slices before their use: a load from L2
+    outlasts one slice), B's under its own; each slot is given back once its group retired.
+    Returns the ring position.
     """
     NACC = parts.NACC
     assert parts.HALVES == 1
@@ -127,14 +133,21 @@ def promoting_mainloop(parts, ring, scaled):
     next_slot = ring.next_slot
 
     @inline_device
-    def slice_scales(rows, kt):
-        # Slice kt's scales: rows r and r + 8 of A's, and B's (an unsigned index: no
-        # negative-index wraparound).
+    def a_scales(rows, kt):
+        # Slice kt's scales of A, rows r and r + 8 (an unsigned index: no negative-index
+        # wraparound).
         if scaled:
             k = np.uint32(kt)
-            return rows[0][k], rows[1][k], rows[2][k]
+            return rows[0][k], rows[1][k]
         one = np.float32(1)
-        return one, one, one
+        return one, one
+
+    @inline_device
+    def slice_scales(a, words, s):
+        # A slice's scales: A's (a, loaded a slice earlier) and B's from its slot s's word.
+        if scaled:
+            return a[0], a[1], tail(words, s)[0]
+        return a[0], a[1], a[0]
 
     @inline_device
     def promote(acc, part, f):
@@ -161,41 +174,48 @@ def promoting_mainloop(parts, ring, scaled):
         promote(acc, older, f)
 
     @inline_device
-    def step(acc, older, newer, tiles, full, empty, c, lane, s, passes, ps, kt, f, rows):
-        # Issue slice kt (slot s) into newer and load its scales; promote the slice before it
-        # (slot ps, in older, scales f) under its wgmmas. Returns slice kt's scales.
+    def step(acc, older, newer, tiles, full, empty, c, lane, s, passes, ps, kt, kt1, f, a, rows,
+             words):
+        # Issue slice kt (slot s) into newer, take its scales (A's, a, loaded under the slice
+        # before) and load the next slice's A scales; promote the slice before it (slot ps, in
+        # older, scales f) under its wgmmas. Returns slice kt's scales and the next's of A.
         consumer_wait(full, s, passes)
         mma_issue(newer, tiles, s, c, True)
-        g = slice_scales(rows, kt)
+        g = slice_scales(a, words, s)
+        a = a_scales(rows, min(kt + 1, kt1 - 1))
         retire(acc, older, empty, lane, ps, f, 1)
-        return g
+        return g, a
 
     @inline_device
-    def mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, sa, sb,
-                 ra, rb, nb):
+    def mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, sa, words,
+                 ra, rb):
         for i in range(NACC):
             acc[i] = 0.0
         if kt0 >= kt1:
             return s, passes
-        rows = rows_of(sa, sb, ra, rb, nb)
+        rows = rows_of(sa, ra, rb)
+        a = a_scales(rows, kt0)
         consumer_wait(full, s, passes)
         mma_issue(part, tiles, s, c, True)
-        f = slice_scales(rows, kt0)
+        f = slice_scales(a, words, s)
+        a = a_scales(rows, min(kt0 + 1, kt1 - 1))
         ps = s
         s, passes = next_slot(s, passes)
         kt = kt0 + 1
         # two slices a trip, so that each buffer is named by constants (registers)
         while kt + 1 < kt1:
-            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, kt, f, rows)
+            f, a = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, kt, kt1, f,
+                        a, rows, words)
             ps = s
             s, passes = next_slot(s, passes)
-            f = step(acc, part2, part, tiles, full, empty, c, lane, s, passes, ps, kt + 1, f,
-                     rows)
+            f, a = step(acc, part2, part, tiles, full, empty, c, lane, s, passes, ps, kt + 1, kt1,
+                        f, a, rows, words)
             ps = s
             s, passes = next_slot(s, passes)
             kt += 2
         if kt < kt1:
-            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, kt, f, rows)
+            f, a = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, kt, kt1, f,
+                        a, rows, words)
             ps = s
             s, passes = next_slot(s, passes)
             retire(acc, part2, empty, lane, ps, f, 0)
