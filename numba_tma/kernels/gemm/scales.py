@@ -15,7 +15,8 @@ The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any stride
   ``sa * sb`` (:func:`promoting_mainloop`): the two-level accumulation that keeps a long K's sum
   at fp32 precision. A tile's columns lie in one N block (``bn`` divides 128), so B's scale of
   a slice is one number for the whole block: the producer copies it into the slot's word beside
-  the tiles (:func:`.ring.slot_words`), and the consumers read it from there. (Loaded by each
+  the tiles (:func:`.ring.slot_words`), and lane 0 of each consumer warp reads it from there
+  and shuffles it to the others. (Loaded by each
   consumer from global memory, its address is warp-uniform, and ptxas moved it into a uniform
   register right after the load, stalling every slice on global memory's latency.)
 
@@ -26,6 +27,7 @@ never stored, and the clamp keeps every load inside the scale arrays.
 import functools
 
 import numpy as np
+from numba import cuda
 
 from ..._bridge import inline_device, tail
 from ... import warp, wgmma
@@ -143,10 +145,15 @@ def promoting_mainloop(parts, ring, scaled):
         return one, one
 
     @inline_device
-    def slice_scales(a, words, s):
-        # A slice's scales: A's (a, loaded a slice earlier) and B's from its slot s's word.
+    def slice_scales(a, words, s, lane):
+        # A slice's scales: A's (a, loaded a slice earlier) and B's from its slot s's word,
+        # read by lane 0 alone, the lane that releases the slot (its read is ordered before
+        # the release; other lanes' reads would not be), and passed to the others.
         if scaled:
-            return a[0], a[1], tail(words, s)[0]
+            b = np.float32(0)
+            if lane == 0:
+                b = tail(words, s)[0]
+            return a[0], a[1], cuda.shfl_sync(0xFFFFFFFF, b, 0)
         return a[0], a[1], a[0]
 
     @inline_device
@@ -181,7 +188,7 @@ def promoting_mainloop(parts, ring, scaled):
         # older, scales f) under its wgmmas. Returns slice kt's scales and the next's of A.
         consumer_wait(full, s, passes)
         mma_issue(newer, tiles, s, c, True)
-        g = slice_scales(a, words, s)
+        g = slice_scales(a, words, s, lane)
         a = a_scales(rows, min(kt + 1, kt1 - 1))
         retire(acc, older, empty, lane, ps, f, 1)
         return g, a
@@ -197,7 +204,7 @@ def promoting_mainloop(parts, ring, scaled):
         a = a_scales(rows, kt0)
         consumer_wait(full, s, passes)
         mma_issue(part, tiles, s, c, True)
-        f = slice_scales(a, words, s)
+        f = slice_scales(a, words, s, lane)
         a = a_scales(rows, min(kt0 + 1, kt1 - 1))
         ps = s
         s, passes = next_slot(s, passes)
