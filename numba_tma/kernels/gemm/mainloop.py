@@ -78,13 +78,18 @@ def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
 
     @inline_device
     def slot_descriptors(tiles, s, c):
-        # The descriptors of slot s's A rows for consumer c and of its B. s is read from lane 0:
-        # the same in every lane, which ptxas cannot always prove of a ring index carried
-        # through the persistent loop, and then it builds the descriptors per thread and moves
-        # each into a UR register between the HGMMAs.
+        # The descriptors of slot s's A rows for consumer c and of its B: slot 0's (the same
+        # in every slot's loop, so built once, outside it) moved by s slots, one add each
+        # rather than the descriptor's shifts and masks in 64 bits. s is read from lane 0: the
+        # same in every lane, which ptxas cannot always prove of a ring index carried through
+        # the persistent loop, and then it builds the descriptors per thread and moves each
+        # into a UR register between the HGMMAs.
         s = cuda.shfl_sync(0xFFFFFFFF, s, 0)
-        return (wgmma.descriptor(tiles, s * STAGE_BYTES + c * A_WG, A_LBO, A_SBO, 128),
-                wgmma.descriptor(tiles, s * STAGE_BYTES + A_BYTES, B_LBO, B_SBO, 128))
+        step = s * STAGE_BYTES
+        return (wgmma.descriptor_advance(
+                    wgmma.descriptor(tiles, c * A_WG, A_LBO, A_SBO, 128), step),
+                wgmma.descriptor_advance(
+                    wgmma.descriptor(tiles, A_BYTES, B_LBO, B_SBO, 128), step))
 
     @inline_device
     def fence_accumulators(acc, acc2):
