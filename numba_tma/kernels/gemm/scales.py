@@ -16,9 +16,9 @@ The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any stride
   at fp32 precision. A tile's columns lie in one N block (``bn`` divides 128), so B's scale of
   a slice is one number for the whole block: the producer copies it into the slot's word beside
   the tiles (:func:`.ring.slot_words`), and lane 0 of each consumer warp reads it from there
-  and shuffles it to the others. (Loaded by each
-  consumer from global memory, its address is warp-uniform, and ptxas moved it into a uniform
-  register right after the load, stalling every slice on global memory's latency.)
+  and shuffles it to the others. (Loaded by each consumer from global memory, its address is
+  warp-uniform, and ptxas moved it into a uniform register right after the load, stalling
+  every slice on global memory's latency.)
 
 Row and column indices past M or N are clamped to the last one: those rows and columns of C are
 never stored, and the clamp keeps every load inside the scale arrays.
