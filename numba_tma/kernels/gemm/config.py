@@ -14,7 +14,7 @@ import dataclasses
 import typing
 
 from ... import wgmma
-from .ring import ATOM, SPAN
+from .ring import ATOM, SPAN, slot_words_bytes
 
 __all__ = ["WgmmaConfig", "KernelSpec", "smem_bytes", "BM", "WG_ROWS", "THREADS",
            "CONSUMER_WARPS", "CONSUMER_THREADS", "SWIZZLE_ALIGN", "SLAB_ROWS", "C_BOX_BYTES",
@@ -260,7 +260,7 @@ def smem_bytes(cfg, out_itemsize):
     ring = cfg.stages * (cfg.bm + cfg.bn) * SPAN
     bars = 8 * (2 * cfg.stages + CONSUMER_WARPS + cfg.extra_barriers) + SWIZZLE_ALIGN
     if cfg.persistent:
-        words = 8 * ((cfg.stages + 1) // 2)
-        return bars + words + ring + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES
+        return (bars + slot_words_bytes(cfg.stages) + ring
+                + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES)
     c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
     return bars + max(ring, c_slabs)

@@ -29,7 +29,7 @@ from .config import (CONSUMER_REGS, CONSUMER_WARPS, C_BOX_BYTES, PRODUCER_REGS, 
                      THREADS)
 from .mainloop import slice_k, tile_mainloop, wgmma_parts
 from .prologue import meet, ring_setup, start_dependent
-from .ring import Parts, ring, shared_views, slice_loader, slot_words
+from .ring import Parts, ring, shared_views, slice_loader, slot_words, slot_words_bytes
 from .scales import BLOCK_K
 from .scheduler import cluster_place, raster
 
@@ -56,7 +56,7 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
     return Parts(P=P, R=R, S=S, BK=bk, SCALED=bool(spec.scale), BLOCK=BLOCK,
                  EPI=spec.epilogue, NBARS=NBARS,
                  # (with block scales, B's of each slot in a word after the barriers)
-                 BAR_BYTES=8 * (NBARS + cfg.extra_barriers) + (8 * ((S + 1) // 2) if BLOCK
+                 BAR_BYTES=8 * (NBARS + cfg.extra_barriers) + (slot_words_bytes(S) if BLOCK
                                                                else 0),
                  slot_words=slot_words(S, CONSUMER_WARPS, cfg.extra_barriers),
                  RING_BYTES=S * P.STAGE_BYTES,

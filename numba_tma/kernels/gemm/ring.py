@@ -35,7 +35,7 @@ from ..._bridge import inline_device, tail
 from ... import cluster, gmem, intmath, mbarrier, tma
 
 __all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "slice_loader", "slot_release", "shared_views",
-           "slot_words", "barrier_setup", "ring", "Parts"]
+           "slot_words", "slot_words_bytes", "barrier_setup", "ring", "Parts"]
 
 SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
 BK = 64                      # K per slice: one swizzle row of a K-major operand
@@ -130,6 +130,12 @@ def shared_views(stages, c_bars, extra_bars=0):
         return (dyn8, dynf, dyn64[:S], dyn64[S:2 * S], dyn64[2 * S:NBARS],
                 dyn64[NBARS:NBARS + extra_bars])
     return views
+
+
+def slot_words_bytes(stages):
+    """Bytes :func:`slot_words` takes after the barriers: a 4-byte word per slot, in whole
+    8-byte barrier words."""
+    return 8 * ((stages + 1) // 2)
 
 
 @functools.cache
