@@ -13,7 +13,11 @@ numbers) select the kernel's mode (:mod:`numba_tma.kernels.gemm.scales`):
 - block (DeepSeek-V3, DeepGEMM): ``scale_a`` (M, ceil(K/128)), one per row and 128-deep K block
   (1 x 128), ``scale_b`` (ceil(N/128), ceil(K/128)), one per 128 x 128 block of the (N, K)
   weight. Either layout of each (row-major, or DeepGEMM's and torch's column-major
-  "TMA-aligned" one): the kernel reads them through their strides.
+  "TMA-aligned" one). The kernel's producer copies each slice's A scales into shared memory
+  beside its tiles in one bulk copy, from K block by row order: ``scale_a`` M-contiguous, its
+  K blocks 16 bytes apart (a multiple), its address 16-byte aligned, and M a multiple of 4 is
+  read in place; any other ``scale_a`` (row-major, an odd M, a per-tensor scale beside block
+  ``scale_b``) is copied into that order by a small kernel before each launch.
 
 Accumulation is fp32, in two levels: each 128-deep K block's product (the tensor cores' fp8
 sum, which keeps fewer bits than fp32) is promoted into fp32 registers of its own, times its
@@ -35,7 +39,7 @@ from ._calls import BoundedCache, call_stream, operand_key
 from ._device import require_hopper
 from .kernels.gemm import WgmmaConfig, choose
 from .kernels.gemm.plan import LaunchPlan, sm_count
-from .kernels.gemm.scales import BLOCK_K
+from .kernels.gemm.scales import BLOCK_K, stage_a_scales, stage_grid
 from .launch import context_id_or_none
 from .matmul_api import (_DTYPE_NAMES, FP8_TORCH_DTYPES, MatmulPlan, _check_config, _check_tma,
                          _dtype_label, _dtype_name, _OUT_KINDS as _OUT_KINDS_16, refuse_capture,
@@ -318,6 +322,23 @@ def matmul_fp8(a, b, out, alpha, beta, out_dtype, config, stream, scale_a, scale
     return out
 
 
+def _block_rows(view, m, kb):
+    """``(view, stage)``: block-scaled A's scales as the kernel reads them, (kb, M') with
+    M' >= M rows of whole 16 bytes per K block (:mod:`numba_tma.kernels.gemm.scales`); in
+    place where ``view`` (M, kb) already has that layout (``stage`` None), else a buffer and
+    ``stage(stream)``, which copies the scales into it."""
+    ptr = view.__cuda_array_interface__["data"][0]
+    sm, sk = view.__cuda_array_interface__["strides"]
+    if m % 4 == 0 and ptr % 16 == 0 and sm == 4 and (kb == 1 or (sk and sk % 16 == 0)):
+        return _scale_view(ptr, (kb, m), (sk if kb > 1 else 4 * m, 4)), None
+    from numba import cuda
+
+    rows = -(-m // 4) * 4
+    buffer = cuda.device_array((kb, rows), np.float32)
+    copy = stage_a_scales().prepare(*stage_grid(rows, kb), view, buffer, m)
+    return buffer, copy
+
+
 def _bind(a, b, out, c, config, beta, ctx, fast_accum):
     promote = not fast_accum
     cfg = config or choose_config(c.m, c.n, c.k, c.mode, promote)
@@ -329,5 +350,16 @@ def _bind(a, b, out, c, config, beta, ctx, fast_accum):
         _view(kind, op, shape, ctx) for (kind, op), shape in zip(c.sides, shapes))
     plan = MatmulPlan(va, _transposed(vb), vo, True, True, c.in_kind, c.out_kind, c.m, c.n, c.k,
                       cfg)
+    stage = None
+    if c.mode == "block" and c.m and c.k:
+        rows, stage = _block_rows(scales[0], c.m, kb)
+        scales = (rows, scales[1])
     plan.scale, plan.scales, plan.promote = c.mode, scales, promote
-    return LaunchPlan(plan, beta != 0).bind()
+    run = LaunchPlan(plan, beta != 0).bind()
+    if stage is None:
+        return run
+
+    def staged_run(alpha, beta, stream, buffer=scales[0]):   # (buffer: kept while bound)
+        stage(stream)
+        run(alpha, beta, stream)
+    return staged_run

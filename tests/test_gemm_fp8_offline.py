@@ -10,7 +10,7 @@ import pytest
 
 from numba_tma import NoGPUError, matmul, matmul_fp8, operands
 from numba_tma.kernels.gemm import KernelSpec, WgmmaConfig
-from numba_tma.kernels.gemm.choose import (FP8_NARROW, OVERLAPPED, TALL, WIDE,
+from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_NARROW, OVERLAPPED, TALL, WIDE,
                                            choose_fp8_config)
 from numba_tma.kernels.gemm.config import SIGNATURE
 
@@ -31,7 +31,7 @@ KERNELS = [
     (OVERLAPPED[WIDE], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "tensor"), 256),
     (OVERLAPPED[WIDE], KernelSpec(True, True, "e4m3_e4m3", "f16", False, "row"), 256),
     (TALL, KernelSpec(True, True, "e5m2_e4m3", "f32", True, "row"), 128),
-    (FP8_NARROW[128], KernelSpec(True, True, "e4m3_e5m2", "bf16", False, "block"), 128),
+    (FP8_BLOCK[128], KernelSpec(True, True, "e4m3_e5m2", "bf16", False, "block"), 128),
     (FP8_NARROW[64], KernelSpec(True, True, "e5m2_e5m2", "f32", True, "row", True), 64),
     (FP8_NARROW[128], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "", True), 128),
 ]
@@ -53,6 +53,8 @@ def test_fp8_kernels_sass(cfg, spec, n):
     if spec.scale == "block":
         # one fp32 FMA per accumulator and slice: 64 x 128 per consumer warpgroup = 64 each
         assert kb.count("FFMA") >= cfg.bn // 2
+        # the producer copies the scales into the slots (A's in bulk); nothing loads them
+        assert kb.has("UBLKCP.S.G") and kb.has("LDGSTS") and not kb.has("LDG.E")
     elif spec.promote:
         assert kb.count("FADD") >= cfg.bn // 2          # ... or an add, without scales
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D")
@@ -71,12 +73,27 @@ def test_fp8_configs_are_persistent():
                     assert cfg.bn in (64, 128) and cfg.bm == 128 and not cfg.overlap_epilogue
 
 
+def test_block_scales_of_a_read_in_place_where_their_layout_allows():
+    # (M, kb) M-contiguous, K blocks 16-byte multiples apart, 16-byte aligned, M % 4 == 0: the
+    # kernel's (kb, M) view of the same memory; the staged layouts need a GPU (tests/gpu)
+    from numba_tma.matmul_fp8 import _block_rows, _scale_view
+
+    m, kb, ptr = 300, 5, BASE + 8 * MB
+    view, stage = _block_rows(_scale_view(ptr, (m, kb), (4, 4 * 304)), m, kb)
+    assert stage is None
+    cai = view.__cuda_array_interface__
+    assert cai["shape"] == (kb, m) and cai["strides"] == (4 * 304, 4) and cai["data"][0] == ptr
+    view, stage = _block_rows(_scale_view(ptr, (m, 1), (4, 0)), m, 1)
+    assert stage is None and view.__cuda_array_interface__["shape"] == (1, m)
+
+
 def test_config_refuses_what_it_cannot_run():
     spec = KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block")
     for cfg, what in [(WgmmaConfig(128, persistent=False), "persistent"),
                       (WIDE, "promoted accumulation need"),
                       (TALL, "promoted accumulation need"),
-                      (WgmmaConfig(128, stages=4), "mma_pipe=0")]:
+                      (WgmmaConfig(128, stages=4), "mma_pipe=0"),
+                      (FP8_NARROW[128], "with block scales .* fewer stages")]:
         with pytest.raises(ValueError, match=what):
             cfg.kernel(spec)
     with pytest.raises(ValueError, match="K-major"):

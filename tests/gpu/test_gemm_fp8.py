@@ -16,7 +16,8 @@ import pytest
 
 from numba_tma import matmul
 from numba_tma.kernels.gemm import WgmmaConfig
-from numba_tma.kernels.gemm.choose import CLUSTER, FP8_NARROW, OVERLAPPED, TALL, WIDE
+from numba_tma.kernels.gemm.choose import (CLUSTER, FP8_BLOCK, FP8_NARROW, OVERLAPPED, TALL,
+                                           WIDE)
 
 torch = pytest.importorskip("torch")
 
@@ -185,13 +186,25 @@ def test_nan_inf_and_fp16_overflow():
     assert (got == float("inf")).all()
 
 
-@pytest.mark.parametrize("layout", ["row-major", "column-major"])
-def test_block_scale_layouts(layout):
-    m, n, k = 300, 392, 640
+@pytest.mark.parametrize("m", [300, 301])
+@pytest.mark.parametrize("layout", ["row-major", "column-major", "tma-aligned", "misaligned"])
+def test_block_scale_layouts(layout, m):
+    # A's scales are read in place where M-contiguous, 16-byte aligned with whole 16-byte K
+    # blocks (column-major with M = 300, "tma-aligned" with M = 300); any other layout is
+    # copied into that one first
+    n, k = 392, 640
     a, b, sa, sb = problem(m, n, k, mode="block")
-    if layout == "column-major":            # DeepGEMM's and torch's "TMA-aligned" layout
+    if layout == "column-major":            # torch's layout for its block-wise scales
         sa = sa.t().contiguous().t()
         sb = sb.t().contiguous().t()
+    elif layout == "tma-aligned":           # DeepGEMM's: M padded to 16 bytes
+        pad = torch.full((sa.shape[1], -(-m // 4) * 4), float("nan"), device="cuda")
+        pad[:, :m] = sa.t()
+        sa = pad.t()[:m]
+    elif layout == "misaligned":            # M-contiguous, one float past a 16-byte boundary
+        pad = torch.full((sa.shape[1], m + 1), float("nan"), device="cuda")
+        pad[:, 1:] = sa.t()
+        sa = pad.t()[1:]
     assert_exact(run(a, b, sa, sb), reference(a, b, sa, sb), "f32")
 
 
@@ -265,9 +278,9 @@ def _numba_t(d):
 # (config, scale mode, fast_accum)
 FORCED = [(OVERLAPPED[WIDE], "row", True), (OVERLAPPED[WIDE], "tensor", True),
           (WIDE, "row", True), (TALL, "row", True), (OVERLAPPED[CLUSTER], "tensor", True),
-          (FP8_NARROW[64], "block", False), (FP8_NARROW[128], "row", False),
+          (FP8_BLOCK[64], "block", False), (FP8_NARROW[128], "row", False),
           (FP8_NARROW[64], "tensor", False),
-          (WgmmaConfig(128, stages=6, mma_pipe=0, cluster_m=2), "block", False)]
+          (WgmmaConfig(128, stages=5, mma_pipe=0, cluster_m=2), "block", False)]
 
 
 @pytest.mark.parametrize("cfg, mode, fast", FORCED,

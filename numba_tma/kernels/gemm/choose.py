@@ -10,7 +10,7 @@ import math
 from .config import BM, WgmmaConfig
 from .scheduler import waves
 
-__all__ = ["choose_config", "choose_fp8_config", "SHIPPED_CONFIGS", "FP8_NARROW"]
+__all__ = ["choose_config", "choose_fp8_config", "SHIPPED_CONFIGS", "FP8_NARROW", "FP8_BLOCK"]
 
 #: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
 #: (mma_pipe=0).
@@ -43,6 +43,11 @@ OVERLAPPED = {cfg: cfg.replace(overlap_epilogue=True) for cfg in (CLUSTER, WIDE,
 #: too (each consumer holds two slices' 64 x 128 or 64 x 64 products beside its accumulators).
 FP8_NARROW = {128: WgmmaConfig(128, stages=6, mma_pipe=0),
               64: WgmmaConfig(64, stages=8, mma_pipe=0)}
+#: Block scales' configs: FP8_NARROW's rings beside A's scales of each slot's 128 rows, which
+#: take one C staging box per consumer warp (the promoting loop waits on its ring more than on
+#: its epilogue: docs/fp8.md).
+FP8_BLOCK = {128: WgmmaConfig(128, stages=6, mma_pipe=0, c_buffers=1),
+             64: WgmmaConfig(64, stages=8, mma_pipe=0, c_buffers=1)}
 
 #: Every config choose_config can return, by a short name (numba_tma.precompile, the compile
 #: bench).
@@ -87,9 +92,11 @@ def choose_config(m, n, k, sms, ragged_rows=False):
 def choose_fp8_config(m, n, k, sms, scale, promote=False):
     """The config of an fp8 problem with scale mode ``scale`` ("", "tensor", "row", "block"):
     choose_config's, its one-block-per-tile narrow tiles replaced by persistent ones
-    (:data:`FP8_NARROW`); block scales and promoted accumulation (``promote``) take 128 x 128
-    tiles, or 128 x 64 where those give fewer than half the SMs a tile."""
+    (:data:`FP8_NARROW`); block scales (:data:`FP8_BLOCK`) and promoted accumulation
+    (``promote``) take 128 x 128 tiles, or 128 x 64 where those give fewer than half the SMs a
+    tile."""
     if scale == "block" or promote:
-        return FP8_NARROW[128 if math.ceil(m / BM) * math.ceil(n / 128) >= sms // 2 else 64]
+        bn = 128 if math.ceil(m / BM) * math.ceil(n / 128) >= sms // 2 else 64
+        return (FP8_BLOCK if scale == "block" else FP8_NARROW)[bn]
     cfg = choose_config(m, n, k, sms)
     return cfg if cfg.persistent else FP8_NARROW[cfg.bn]

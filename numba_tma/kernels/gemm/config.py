@@ -14,7 +14,7 @@ import dataclasses
 import typing
 
 from ... import wgmma
-from .ring import ATOM, SPAN, slot_words_bytes
+from .ring import ATOM, SPAN, scale_rows_bytes, slot_words_bytes
 
 __all__ = ["WgmmaConfig", "KernelSpec", "smem_bytes", "BM", "WG_ROWS", "THREADS",
            "CONSUMER_WARPS", "CONSUMER_THREADS", "SWIZZLE_ALIGN", "SLAB_ROWS", "C_BOX_BYTES",
@@ -102,7 +102,7 @@ class WgmmaConfig:
       every B slice and multicasting it to both. ``cluster_n`` (one block per tile): 2 makes
       pairs along N that share A likewise.
     - ``c_buffers`` (persistent): the 16 x 128-byte boxes each consumer warp stages C through,
-      2 or 4.
+      1, 2 or 4 (with 1, each box waits until the store of the one before has read it).
     - ``mma_pipe``: wgmma groups a consumer leaves in flight when it moves on from a slot: 1
       (it releases the previous slot) or 0 (it waits for this slot's group and releases it at
       once: the producer's lookahead is a slot deeper).
@@ -153,9 +153,9 @@ class WgmmaConfig:
         _need(bn % (ATOM * cm) == 0,
               f"cluster_m = {cm} splits B's {bn} columns into {cm} parts of whole 64-column "
               f"boxes: bn = 128 or 256")
-        _need(self.c_buffers in (2, 4) and (self.c_buffers == 2 or persistent),
-              f"c_buffers = {self.c_buffers} must be 2 or 4 (persistent only: one block per "
-              f"tile stages C in the ring)")
+        _need(self.c_buffers in (1, 2, 4) and (self.c_buffers == 2 or persistent),
+              f"c_buffers = {self.c_buffers} must be 1, 2 or 4 (persistent only: one block "
+              f"per tile stages C in the ring)")
         _need(self.mma_pipe in (0, 1),
               f"mma_pipe = {self.mma_pipe} must be 0 or 1 (wgmma groups left in flight per "
               f"consumer)")
@@ -225,6 +225,12 @@ class WgmmaConfig:
                              f"bm={BM}, bn = 64 or 128 (one N block of B's scales per tile; "
                              f"two slices' products beside the accumulators) and mma_pipe=0 "
                              f"(the promoting main loop pipelines its own wgmma groups)")
+        if spec.scale == "block":
+            need = smem_bytes(self, 4, block=True)
+            _need(need <= MAX_DYNAMIC_SMEM,
+                  f"{self!r} needs {need} bytes of shared memory with block scales (A's of "
+                  f"each slot's rows beside it); a block may have {MAX_DYNAMIC_SMEM}: use "
+                  f"fewer stages")
 
     # ------------------------------------------------------------- what the launch takes
     #: The kernel's parameters after SIGNATURE's (a variant's workspace, ...): numba types.
@@ -253,14 +259,16 @@ class WgmmaConfig:
         return f"{type(self).__name__}({self._fields_text()})"
 
 
-def smem_bytes(cfg, out_itemsize):
+def smem_bytes(cfg, out_itemsize, block=False):
     """Dynamic shared memory of one block: barriers, alignment slack, the ring, and C's staging
-    (persistent: ``c_buffers`` 16 x 128-byte boxes per consumer warp, and a word per slot for
-    block scales; one block per tile reuses the ring for C)."""
+    (persistent: ``c_buffers`` 16 x 128-byte boxes per consumer warp, and a word per slot; with
+    ``block`` scales also A's scales of each slot's rows; one block per tile reuses the ring for
+    C)."""
     ring = cfg.stages * (cfg.bm + cfg.bn) * SPAN
     bars = 8 * (2 * cfg.stages + CONSUMER_WARPS + cfg.extra_barriers) + SWIZZLE_ALIGN
     if cfg.persistent:
         return (bars + slot_words_bytes(cfg.stages) + ring
+                + (scale_rows_bytes(cfg.stages) if block else 0)
                 + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES)
     c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
     return bars + max(ring, c_slabs)

@@ -29,7 +29,8 @@ from .config import (CONSUMER_REGS, CONSUMER_WARPS, C_BOX_BYTES, PRODUCER_REGS, 
                      THREADS)
 from .mainloop import slice_k, tile_mainloop, wgmma_parts
 from .prologue import meet, ring_setup, start_dependent
-from .ring import Parts, ring, shared_views, slice_loader, slot_words, slot_words_bytes
+from .ring import (SCALE_ROWS, Parts, ring, scale_rows, scale_rows_end, shared_views,
+                   slice_loader, slot_words)
 from .scales import BLOCK_K
 from .scheduler import cluster_place, raster
 
@@ -55,10 +56,11 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
     BLOCK = spec.scale == "block"
     return Parts(P=P, R=R, S=S, BK=bk, SCALED=bool(spec.scale), BLOCK=BLOCK,
                  EPI=spec.epilogue, NBARS=NBARS,
-                 # (with block scales, B's of each slot in a word after the barriers)
-                 BAR_BYTES=8 * (NBARS + cfg.extra_barriers) + (slot_words_bytes(S) if BLOCK
-                                                               else 0),
+                 # (with block scales, each slot's scales after the barriers)
+                 BAR_BYTES=(scale_rows_end(S, CONSUMER_WARPS, cfg.extra_barriers) if BLOCK
+                            else 8 * (NBARS + cfg.extra_barriers)),
                  slot_words=slot_words(S, CONSUMER_WARPS, cfg.extra_barriers),
+                 scale_rows=scale_rows(S, CONSUMER_WARPS, cfg.extra_barriers),
                  RING_BYTES=S * P.STAGE_BYTES,
                  tile_origin=raster(cfg.group_m, CM, cfg.bm, cfg.bn),
                  views=shared_views(S, CONSUMER_WARPS, cfg.extra_barriers),
@@ -117,7 +119,8 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     BAR_BYTES, RING_BYTES = F.BAR_BYTES, F.RING_BYTES
     views, tile_origin = F.views, F.tile_origin
     load_tile, producer_tail = F.R.load_tile, F.R.producer_tail
-    load_tile_scaled, slot_words, BLOCK = F.R.load_tile_scaled, F.slot_words, F.BLOCK
+    load_tile_scaled, BLOCK = F.R.load_tile_scaled, F.BLOCK
+    slot_words, scale_rows = F.slot_words, F.scale_rows
     setup = ring_setup(S, empty_arrivals * CM, CONSUMER_WARPS)
     meet_all = meet(CM)
     place = cluster_place(CM)
@@ -158,9 +161,12 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
                     row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
                     unit += nclusters
                     if BLOCK:
+                        # (sa: A's scales K block by row, rows padded to whole 16 bytes)
+                        row_bytes = (min(SCALE_ROWS, m - row0) * 4 + 15) // 16 * 16
                         s, passes = load_tile_scaled(a_map, b_map, tiles, full, empty, row0,
                                                      col0, rank, 0, num_k, s, passes,
-                                                     slot_words()[0], sb, col0 // BLOCK_K)
+                                                     slot_words()[0], scale_rows()[0], sb,
+                                                     col0 // BLOCK_K, sa, row_bytes)
                     else:
                         s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,
                                               rank, 0, num_k, s, passes)

@@ -31,7 +31,7 @@ def kernel(cfg, spec):
     F = persistent_parts(cfg, spec)
     NACC = F.P.NACC
     views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
-    slot_words = F.slot_words
+    slot_words, scale_rows = F.slot_words, F.scale_rows
     store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
                                  F.P.HALVES, False, spec.epilogue)
     SCALE, TM = spec.scale, cfg.bm
@@ -65,8 +65,7 @@ def kernel(cfg, spec):
             r = thread_row(row0, cw, lane, TM)
             if PROMOTE:
                 s, passes = mma_promoted(acc, part, part2, tiles, full, empty, c, lane, 0, num_k, s,
-                                         passes, sa, slot_words()[0], min(r, m - 1),
-                                         min(r + 8, m - 1))
+                                         passes, slot_words()[0], scale_rows()[0], r - row0)
             else:
                 s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s,
                                      passes, full, False)

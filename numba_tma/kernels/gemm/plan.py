@@ -66,7 +66,9 @@ def kernel_for(variant):
 
 def _smem(cfg, spec):
     item = 4 if spec.out_kind == "f32" else 2
-    return mma_sync_smem(cfg, item) if isinstance(cfg, GemmConfig) else smem_bytes(cfg, item)
+    if isinstance(cfg, GemmConfig):
+        return mma_sync_smem(cfg, item)
+    return smem_bytes(cfg, item, block=spec.scale == "block")
 
 
 @functools.cache

@@ -19,11 +19,13 @@ the ring is ``(s, passes)``: the slot and how many times the ring has wrapped (i
 the phase a wait expects).
 
 The dynamic shared memory starts with the barriers (:func:`shared_views`): the ``S`` full and
-``S`` empty slot barriers, one per consumer warp for C's loads (``cbar``), then a variant's own,
-then one 4-byte word per slot (:func:`slot_words`) that a block-scaled fp8 GEMM's producer fills
-with B's scale of the slice beside its tiles (``gmem.copy_async``, completing on the slot's
-``full`` barrier: the consumers read it from shared memory, not through a load in their loop);
-the ring starts at the first 1024-byte boundary after them (the 128B swizzle's period).
+``S`` empty slot barriers, one per consumer warp for C's loads (``cbar``), then a variant's own;
+a block-scaled fp8 GEMM's then has one 4-byte word per slot (:func:`slot_words`), B's scale of
+the slice, and from the next 16-byte boundary ``SCALE_ROWS`` float32 per slot
+(:func:`scale_rows`), A's scales of the slice's rows, which its producer copies beside the tiles
+(``gmem.copy_async`` and a bulk copy, both completing on the slot's ``full`` barrier: the
+consumers read the scales from shared memory, not through loads in their loop). The ring starts
+at the first 1024-byte boundary after them (the 128B swizzle's period).
 """
 
 import functools
@@ -32,15 +34,17 @@ import numpy as np
 from numba import cuda
 
 from ..._bridge import inline_device, tail
-from ... import cluster, gmem, intmath, mbarrier, tma
+from ... import bulk, cluster, gmem, intmath, mbarrier, tma
 
-__all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "slice_loader", "slot_release", "shared_views",
-           "slot_words", "slot_words_bytes", "barrier_setup", "ring", "Parts"]
+__all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "SCALE_ROWS", "slice_loader", "slot_release",
+           "shared_views", "slot_words", "slot_words_bytes", "scale_rows", "scale_rows_bytes",
+           "barrier_setup", "ring", "Parts"]
 
 SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
 BK = 64                      # K per slice: one swizzle row of a K-major operand
 ATOM = 64                    # elements in one swizzled row: a K x 64 box of an M/N-major operand
 ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
+SCALE_ROWS = 128             # A's scales per slot: the rows of a block-scaled tile (bm)
 
 
 @functools.cache
@@ -152,6 +156,37 @@ def slot_words(stages, c_bars, extra_bars=0):
     return words
 
 
+def _scale_rows_offset(stages, c_bars, extra_bars):
+    # (bytes: after the barriers and slot words, at a 16-byte boundary, a bulk copy's)
+    return (8 * (2 * stages + c_bars + extra_bars) + slot_words_bytes(stages) + 15) // 16 * 16
+
+
+def scale_rows_bytes(stages):
+    """Bytes :func:`scale_rows` takes after the slot words, at most (with the boundary's
+    padding)."""
+    return 8 + 4 * SCALE_ROWS * stages
+
+
+def scale_rows_end(stages, c_bars, extra_bars=0):
+    """The byte offset where :func:`scale_rows` ends (the barrier area's size with them)."""
+    return _scale_rows_offset(stages, c_bars, extra_bars) + 4 * SCALE_ROWS * stages
+
+
+@functools.cache
+def scale_rows(stages, c_bars, extra_bars=0):
+    """``rows()``: ``(r,)``, ``r`` the ``stages * SCALE_ROWS`` float32 after :func:`slot_words`
+    (from a 16-byte boundary): slot ``s``'s A scales at ``r[s * SCALE_ROWS:]``, one per row of
+    the tile."""
+    first = _scale_rows_offset(stages, c_bars, extra_bars) // 4
+    count = SCALE_ROWS * stages
+
+    @inline_device
+    def rows():
+        dynf = cuda.shared.array(0, np.float32)
+        return (dynf[first:first + count],)
+    return rows
+
+
 @functools.cache
 def barrier_setup(stages, empty_arrivals, c_bars):
     """``init(full, empty, cbar)``: one thread initialises the ring's barriers (``full``: one
@@ -221,13 +256,18 @@ def ring(stages, stage_bytes, issue_slot, ctas):
 
     @inline_device
     def load_tile_scaled(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes,
-                         words, sb, nb):
-        # load_tile, each slice's block scale sb[nb, kt] copied into its slot's word, on the
-        # slot's full barrier (whose phase then also waits for the copy).
+                         words, rows, sb, nb, sat, row_bytes):
+        # load_tile, each slice's block scales copied into its slot on the slot's full barrier
+        # (whose phase then also waits for them): B's sb[nb, kt] into its word, A's
+        # sat[kt, row0:] (``row_bytes`` of them, a multiple of 16) into its rows.
         for kt in range(kt0, kt1):
             producer_acquire(empty, s, passes)
+            bar = tail(full, s)
             gmem.copy_async(tail(words, s), sb[nb, kt:], 4)
-            gmem.copy_async_arrive(tail(full, s))
+            gmem.copy_async_arrive(bar)
+            mbarrier.expect_tx(bar, row_bytes)      # (before the commit's arrive completes it)
+            bulk.copy_global_to_shared(tail(rows, s * SCALE_ROWS), tail(sat[kt], row0),
+                                       row_bytes, bar)
             producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
             s, passes = next_slot(s, passes)
         return s, passes

@@ -1,24 +1,26 @@
 """fp8 scales: what turns an fp8 GEMM's accumulators into ``alpha * (sa * A) @ (sb * B)``.
 
 The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any strides; a stride of
-0 broadcasts one value), read by the consumers from global memory, in one of three modes
-(``KernelSpec.scale``):
+0 broadcasts one value), in one of three modes (``KernelSpec.scale``):
 
 - ``"tensor"``: ``sa[0, 0] * sb[0, 0]`` folds into ``alpha`` once per consumer; the main loop
   and epilogue are the 16-bit kernels' (the wgmma accumulators carry the whole K sum).
 - ``"row"``: ``sa[r, 0]`` per row of A (C) and ``sb[c, 0]`` per column of B (C) multiply the
   finished accumulators before the epilogue (:func:`rowcol_scaler`).
-- ``"block"``: DeepSeek's recipe, always promoted (below). ``sa[r, kb]`` per row of A and
-  128-deep K block ``kb``, ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A ring
-  slice is exactly one K block (128 fp8 elements), so each slice's wgmmas write a fresh partial
-  product into registers of their own, which the consumer adds into the fp32 accumulators times
-  ``sa * sb`` (:func:`promoting_mainloop`): the two-level accumulation that keeps a long K's sum
-  at fp32 precision. A tile's columns lie in one N block (``bn`` divides 128), so B's scale of
-  a slice is one number for the whole block: the producer copies it into the slot's word beside
-  the tiles (:func:`.ring.slot_words`), and lane 0 of each consumer warp reads it from there
-  and shuffles it to the others. (Loaded by each consumer from global memory, its address is
-  warp-uniform, and ptxas moved it into a uniform register right after the load, stalling
-  every slice on global memory's latency.)
+- ``"block"``: DeepSeek's recipe, always promoted (below). ``sa[kb, r]`` per 128-deep K block
+  ``kb`` and row of A (the kernel takes A's scales K block by row, each block's rows padded to
+  whole 16 bytes: ``matmul_fp8`` passes ``scale_a`` itself where it has that layout, else a copy
+  made by :func:`stage_a_scales`), ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A
+  ring slice is exactly one K block (128 fp8 elements), so each slice's wgmmas write a fresh
+  partial product into registers of their own, which the consumer adds into the fp32
+  accumulators times ``sa * sb`` (:func:`promoting_mainloop`): the two-level accumulation that
+  keeps a long K's sum at fp32 precision. The producer copies each slice's scales into its slot
+  beside the tiles: A's of the tile's 128 rows in one bulk copy, B's (one number: a tile's
+  columns lie in one N block, ``bn`` dividing 128) with ``gmem.copy_async``, both completing on
+  the slot's ``full`` barrier (:func:`.ring.scale_rows`, :func:`.ring.slot_words`). The
+  consumers read them from shared memory: loads from global memory in their loop stalled it on
+  global memory's latency (ptxas moved B's warp-uniform one into a uniform register right after
+  its load), and A's loads two slices ahead of their use still cost more than the copies.
 
 Row and column indices past M or N are clamped to the last one: those rows and columns of C are
 never stored, and the clamp keeps every load inside the scale arrays.
@@ -32,9 +34,10 @@ from numba import cuda
 from ..._bridge import inline_device, tail
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
+from .ring import SCALE_ROWS
 
 __all__ = ["SCALE_MODES", "BLOCK_K", "thread_row", "tensor_alpha", "rowcol_scaler",
-           "rowcol_packer", "promoting_mainloop"]
+           "rowcol_packer", "promoting_mainloop", "stage_a_scales", "stage_grid"]
 
 SCALE_MODES = ("tensor", "row", "block")
 BLOCK_K = 128           # K (and N, for B) per block scale: one fp8 ring slice
@@ -103,58 +106,61 @@ def rowcol_packer(nacc, out_kind):
     return pack_tile
 
 
-@inline_device
-def _scale_rows(sa, ra, rb):
-    # The rows of A's block scales a thread reads, as 1-D views: one multiply per load.
-    return sa[ra], sa[rb]
+def _stage_a_scales(src, dst, m):
+    # dst[j, r] = src[min(r, m - 1), j]: A's block scales (M, kb), any strides, K block by row
+    # (rows past M repeat the last; the kernel never stores them).
+    r = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if r < dst.shape[1]:
+        for j in range(cuda.blockIdx.y, dst.shape[0], cuda.gridDim.y):
+            dst[j, r] = src[min(r, m - 1), j]
 
 
-@inline_device
-def _no_scale_rows(sa, ra, rb):
-    return sa, sa           # (None: the kernel takes no scales)
+STAGE_THREADS = 256
+
+
+@functools.cache
+def stage_a_scales():
+    """The :class:`~numba_tma.launch.DirectKernel` ``(src, dst, m)`` that copies A's block
+    scales ``src`` (M, kb; any strides) into ``dst`` (kb, M'), the order the producer copies
+    them from (:func:`.ring.scale_rows`), for a ``scale_a`` of another layout."""
+    from ...launch import DirectKernel
+
+    return DirectKernel(cuda.jit(_stage_a_scales), "void(float32[:, :], float32[:, ::1], int64)",
+                        key="stage_a_scales")
+
+
+def stage_grid(rows, kb):
+    """``(grid, block)`` of :func:`stage_a_scales` for ``rows`` x ``kb`` scales."""
+    return ((rows + STAGE_THREADS - 1) // STAGE_THREADS, min(kb, 65535), 1), (STAGE_THREADS, 1, 1)
 
 
 @functools.cache
 def promoting_mainloop(parts, ring, scaled):
     """Two-level accumulation: ``mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0,
-    kt1, s, passes, sa, words, ra, rb)``, a consumer's product over K slices ``kt0..kt1`` of
-    one tile (one m64 half). Each slice's wgmma group writes a fresh partial product into
-    ``part`` or ``part2`` in turn, and is added into the fp32 ``acc`` while the next slice's
-    group runs (``wait_group(1)``): times ``sa[ra or rb, kt] * words[s]`` with block scales
-    (``scaled``; ``ra``, ``rb``: the thread's two rows, clamped to M; ``words[s]``: B's scale
-    of the slice in slot ``s``, :func:`.ring.slot_words`), else as it is. A slice's A scales
-    load under the wgmmas of the slice before it (two slices before their use: a load from L2
-    outlasts one slice), B's under its own; each slot is given back once its group retired.
+    kt1, s, passes, words, rows, lr)``, a consumer's product over K slices ``kt0..kt1`` of one
+    tile (one m64 half). Each slice's wgmma group writes a fresh partial product into ``part``
+    or ``part2`` in turn, and is added into the fp32 ``acc`` while the next slice's group runs
+    (``wait_group(1)``): times its block scales with ``scaled``, else as it is. The scales are
+    in the slice's slot: B's in ``words[s]`` (:func:`.ring.slot_words`), A's of the tile's
+    rows at ``rows[s * SCALE_ROWS:]`` (:func:`.ring.scale_rows`), of which the thread's two
+    rows are ``lr`` and ``lr + 8``; each lane reads its own under the slice's wgmmas. Each slot
+    is given back once its group retired and every lane of the warp has read its scales.
     Returns the ring position.
     """
     NACC = parts.NACC
     assert parts.HALVES == 1
-    rows_of = _scale_rows if scaled else _no_scale_rows
     mma_issue = parts.mma_issue
     consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
     next_slot = ring.next_slot
 
     @inline_device
-    def a_scales(rows, kt):
-        # Slice kt's scales of A, rows r and r + 8 (an unsigned index: no negative-index
-        # wraparound).
+    def slice_scales(words, rows, s, lr):
+        # Slice s's scales: A's of the thread's rows, B's.
         if scaled:
-            k = np.uint32(kt)
-            return rows[0][k], rows[1][k]
+            r = tail(rows, s * SCALE_ROWS + lr)
+            return r[0], r[8], tail(words, s)[0]
         one = np.float32(1)
-        return one, one
-
-    @inline_device
-    def slice_scales(a, words, s, lane):
-        # A slice's scales: A's (a, loaded a slice earlier) and B's from its slot s's word,
-        # read by lane 0 alone, the lane that releases the slot (its read is ordered before
-        # the release; other lanes' reads would not be), and passed to the others.
-        if scaled:
-            b = np.float32(0)
-            if lane == 0:
-                b = tail(words, s)[0]
-            return a[0], a[1], cuda.shfl_sync(0xFFFFFFFF, b, 0)
-        return a[0], a[1], a[0]
+        return one, one, one
 
     @inline_device
     def promote(acc, part, f):
@@ -172,57 +178,54 @@ def promoting_mainloop(parts, ring, scaled):
 
     @inline_device
     def retire(acc, older, empty, lane, ps, f, pending):
-        # Wait until only `pending` groups run: older's has retired; give its slot back and
-        # add it in, times its scales f.
+        # Wait until only `pending` groups run: older's has retired; give its slot back once
+        # every lane has read its scales (the warp's sync orders their reads before lane 0's
+        # release), and add it in, times its scales f.
         wgmma.wait_group(pending)
         wgmma.fence_operand(older, NACC)
+        if scaled:
+            cuda.syncwarp()
         if lane == 0:
             consumer_release(empty, ps)
         promote(acc, older, f)
 
     @inline_device
-    def step(acc, older, newer, tiles, full, empty, c, lane, s, passes, ps, kt, kt1, f, a, rows,
-             words):
-        # Issue slice kt (slot s) into newer, take its scales (A's, a, loaded under the slice
-        # before) and load the next slice's A scales; promote the slice before it (slot ps, in
-        # older, scales f) under its wgmmas. Returns slice kt's scales and the next's of A.
+    def step(acc, older, newer, tiles, full, empty, c, lane, s, passes, ps, f, words, rows, lr):
+        # Issue the slice in slot s into newer and read its scales; promote the slice before
+        # it (slot ps, in older, scales f) under its wgmmas. Returns the slice's scales.
         consumer_wait(full, s, passes)
         mma_issue(newer, tiles, s, c, True)
-        g = slice_scales(a, words, s, lane)
-        a = a_scales(rows, min(kt + 1, kt1 - 1))
+        g = slice_scales(words, rows, s, lr)
         retire(acc, older, empty, lane, ps, f, 1)
-        return g, a
+        return g
 
     @inline_device
-    def mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, sa, words,
-                 ra, rb):
+    def mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, words,
+                 rows, lr):
         for i in range(NACC):
             acc[i] = 0.0
         if kt0 >= kt1:
             return s, passes
-        rows = rows_of(sa, ra, rb)
-        a = a_scales(rows, kt0)
         consumer_wait(full, s, passes)
         mma_issue(part, tiles, s, c, True)
-        f = slice_scales(a, words, s, lane)
-        a = a_scales(rows, min(kt0 + 1, kt1 - 1))
+        f = slice_scales(words, rows, s, lr)
         ps = s
         s, passes = next_slot(s, passes)
         kt = kt0 + 1
         # two slices a trip, so that each buffer is named by constants (registers)
         while kt + 1 < kt1:
-            f, a = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, kt, kt1, f,
-                        a, rows, words)
+            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, f, words,
+                     rows, lr)
             ps = s
             s, passes = next_slot(s, passes)
-            f, a = step(acc, part2, part, tiles, full, empty, c, lane, s, passes, ps, kt + 1, kt1,
-                        f, a, rows, words)
+            f = step(acc, part2, part, tiles, full, empty, c, lane, s, passes, ps, f, words,
+                     rows, lr)
             ps = s
             s, passes = next_slot(s, passes)
             kt += 2
         if kt < kt1:
-            f, a = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, kt, kt1, f,
-                        a, rows, words)
+            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, f, words,
+                     rows, lr)
             ps = s
             s, passes = next_slot(s, passes)
             retire(acc, part2, empty, lane, ps, f, 0)
