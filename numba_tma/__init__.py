@@ -27,6 +27,7 @@ Host side:
     ``numba_tma.launch``    >48 KB dynamic shared memory; thread-block cluster launches
     ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
     ``numba_tma.bench``     time kernels (do_bench, interleaved rounds), baselines, results, plots
+    ``numba_tma.front_end()``  the numba front end numba_tma compiles with ("numba-cuda")
 Command line:
     ``python -m numba_tma.swizzle [--png PATH] --span 128 --itemsize 4``: a swizzled box's bank map
 """
@@ -47,6 +48,7 @@ from .transpose_api import transpose
 from ._arrays import release_outputs
 from ._device import NoGPUError
 from . import _address_space
+from ._frontend import front_end
 
 _address_space.install()        # intrinsic operands in the wrong address space fail to compile
 
@@ -68,7 +70,7 @@ def __dir__():
 
 
 __all__ = ["Im2colTensorMap", "NoGPUError", "TensorMap", "barrier", "bench", "bulk", "cluster",
-           "fastmath", "fence", "gmem", "griddep", "launch", "matmul", "matmul_api", "mbarrier",
-           "offline", "release_outputs", "smem", "swizzle", "tensormap", "tma", "transpose",
-           "transpose_api", "warp", "wgmma"]
+           "fastmath", "fence", "front_end", "gmem", "griddep", "launch", "matmul", "matmul_api",
+           "mbarrier", "offline", "release_outputs", "smem", "swizzle", "tensormap", "tma",
+           "transpose", "transpose_api", "warp", "wgmma"]
 __version__ = "0.1.0"

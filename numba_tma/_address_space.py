@@ -89,7 +89,7 @@ def _value(func_ir, var, depth=0):
 def _origin(func_ir, var, in_kernel, depth=0):
     """Where an array operand was made: ``cuda.local.array``, ``cuda.shared.array``, a kernel
     parameter (where ``in_kernel()``), or None (unknown, or a device function's parameter)."""
-    from numba import cuda
+    from ._frontend import cuda
 
     if depth > 32:
         return None
@@ -147,7 +147,7 @@ _WRONG = {
 
 
 def _check_block(func_ir, block, in_kernel):
-    from numba.core import errors
+    from ._frontend import errors
 
     for stmt in block.body:
         if not (type(stmt).__name__ == "Assign" and type(stmt.value).__name__ == "Expr"
@@ -175,7 +175,7 @@ def install():
     """Register the check with numba-cuda's after-inference rewrites (once)."""
     if OPERANDS:
         return
-    from numba.cuda.core import rewrites
+    from ._frontend import rewrites
 
     OPERANDS.update(_table())
 

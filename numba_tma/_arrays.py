@@ -13,9 +13,8 @@ import threading
 
 import numpy as np
 from cuda.bindings import driver
-from numba import config as cuda_config
-from numba import cuda
 
+from ._frontend import config as cuda_config, cuda
 from ._calls import BoundedCache
 from .launch import context_id, is_capturing
 from .tensormap import describe_array
@@ -245,8 +244,7 @@ def _numba_classes():
     last reference (the array, or a view's pointer) is gone, and CUdeviceptr. (Made on first
     use, not with this module: numba's driver classes are absent under the simulator, and an
     import inside the hot path costs a microsecond a call.)"""
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    from numba.cuda.cudadrv.driver import MemoryPointer, binding
+    from ._frontend import DeviceNDArray, MemoryPointer, binding
 
     class RecycledPointer(MemoryPointer):
         """A MemoryPointer of an :class:`OutputPool` block. ``recycle`` = (pool, context id,

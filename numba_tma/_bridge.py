@@ -1,5 +1,7 @@
 """The bridge between ptx/*.cu and numba: where the sources live, how a C function is declared,
-and how a numba array becomes the pointer operand a PTX wrapper takes.
+the argument checks of the intrinsics' overloads, and how a numba array becomes the pointer
+operand a PTX wrapper takes (``address_of``, with ``tail``: IR of the front end's own, from
+:mod:`numba_tma._frontend`).
 
 Every intrinsic is an ``extern "C" __device__`` function in ``ptx/<unit>.cu`` holding inline PTX.
 numba links the ``.cu`` file into any kernel that calls it (NVRTC compiles it to LTO-IR) and LTO
@@ -10,10 +12,11 @@ a ``CALL``.
 import os
 from importlib import resources
 
-from llvmlite import ir
-from numba import cuda, types
-from numba.core import errors
-from numba.cuda.extending import intrinsic
+from ._frontend import address_of, cuda, errors, tail, types
+
+# (address_of and tail are IR of the front end's own: numba_tma._frontend)
+__all__ = ["PTX_DIR", "ptx_source", "declare", "address_of", "tail", "require_array",
+           "require_int", "literal_int", "host_call", "inline_device"]
 
 
 def _ptx_dir():
@@ -39,55 +42,6 @@ def ptx_source(unit):
 def declare(unit, name, sig):
     """Declare ``extern "C"`` function ``name`` of ``ptx/<unit>.cu`` for use in numba kernels."""
     return cuda.declare_device(name, sig, link=ptx_source(unit), abi="c")
-
-
-@intrinsic
-def address_of(typingctx, arr):
-    """Generic address of ``arr``'s first element (a ``void*``), for the C wrappers' pointer operands.
-
-    Shared arrays arrive as generic pointers; the C side converts them with
-    ``__cvta_generic_to_shared``, which LTO folds into the 32-bit shared address.
-    """
-    if not isinstance(arr, types.Array):
-        raise errors.TypingError(f"expected a numba array, got {arr}")
-    sig = types.voidptr(arr)
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.bitcast(ary.data, context.get_value_type(types.voidptr))
-
-    return sig, codegen
-
-
-@intrinsic
-def tail(typingctx, arr, i):
-    """``arr[i:]`` of a 1-D array without numba's slice normalisation (a negative start counted
-    from the end, both bounds clamped to the length): the caller guarantees ``0 <= i <=
-    len(arr)``. The GEMM ring addresses its barriers with it: each normalised slice of a
-    barrier array cost about a dozen 64-bit instructions in every slice of the main loop, and a
-    constant ``i`` folds into an instruction's immediate offset."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 1):
-        raise errors.TypingError(f"tail: expected a 1-D numba array, got {arr}")
-    if not isinstance(i, types.Integer):
-        raise errors.TypingError(f"tail: expected an integer start, got {i}")
-    sig = arr(arr, i)
-
-    def codegen(context, builder, sig, args):
-        aryty, ity = sig.args
-        ary = context.make_array(aryty)(context, builder, args[0])
-        idx = context.cast(builder, args[1], ity, types.intp)
-        if aryty.layout == "C":
-            ary.data = builder.gep(ary.data, [idx])
-        else:
-            step = builder.mul(idx, builder.extract_value(ary.strides, 0))
-            byte = ir.IntType(8).as_pointer()
-            ary.data = builder.bitcast(builder.gep(builder.bitcast(ary.data, byte), [step]),
-                                       ary.data.type)
-        ary.shape = builder.insert_value(ary.shape, builder.sub(
-            builder.extract_value(ary.shape, 0), idx), 0)
-        return ary._getvalue()
-
-    return sig, codegen
 
 
 def require_array(fname, argname, ty, *, dtypes=None, ndim=None):
@@ -139,7 +93,7 @@ def inline_device(func):
     LLVM folds the constants as before, so the machine code is the same. A function whose body
     needs the literal itself (a PTX immediate taken from an argument) is still compiled for the
     literal: when typing with plain types fails, the call falls back to numba's rule."""
-    from numba import config
+    from ._frontend import config
 
     if config.ENABLE_CUDASIM:                   # the simulator runs Python: nothing to inline
         return cuda.jit(device=True)(func)

@@ -83,7 +83,7 @@ def _keyer(x):
 
 def _is_numba_array_type(kind):
     try:
-        from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
+        from ._frontend import DeviceNDArrayBase
     except ImportError:
         return False
     return issubclass(kind, DeviceNDArrayBase)

@@ -1,6 +1,6 @@
 """Host-side checks about the current GPU, shared by the public kernel launchers."""
 
-from numba import cuda
+from ._frontend import cuda
 
 HOPPER_CC = (9, 0)
 

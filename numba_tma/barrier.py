@@ -12,8 +12,7 @@ Use: in a warp-specialised kernel the consumer warpgroups synchronise among them
 ``cuda.syncthreads()`` there would wait for the producer too (and hang if it exited).
 """
 
-from numba import types
-from numba.cuda.extending import overload
+from ._frontend import overload, types
 
 from ._bridge import declare, host_call, require_int
 

@@ -47,10 +47,8 @@ rules before a launch::
 """
 
 import numpy as np
-from numba import types
-from numba.core import errors
-from numba.cuda.extending import overload
 
+from ._frontend import errors, overload, types
 from . import mbarrier
 from ._bridge import address_of, declare, host_call, require_array, require_int
 from .tma import commit_group, wait_group, wait_group_read

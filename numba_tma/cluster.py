@@ -31,8 +31,7 @@ Both are what :func:`sync` (all threads of every CTA of the cluster) is for::
 Values are uint32; coordinates come as (x, y, z) tuples, x first, like ``cuda.blockIdx``.
 """
 
-from numba import types
-from numba.cuda.extending import overload
+from ._frontend import overload, types
 
 from . import mbarrier as _mbarrier
 from ._bridge import address_of, declare, host_call, require_array, require_int

@@ -21,9 +21,8 @@ too). Arrays may be float32, float16 or integer (numba reads no bfloat16 arrays:
 import math
 
 import numpy as np
-from numba import cuda
-from numba.cuda import libdevice
 
+from ._frontend import cuda, libdevice
 from . import fastmath
 
 __all__ = ["bias", "bias_relu", "bias_gelu", "bias_gelu_erf", "bias_silu", "row_scale",

@@ -7,9 +7,7 @@ to every element of a GEMM's tile are bound by the SFU; this halves GELU's share
 (``epilogues.gelu_tanh``). Any thread; the argument is converted to float32.
 """
 
-from numba import types
-from numba.core import errors
-from numba.cuda.extending import overload
+from ._frontend import errors, overload, types
 
 from ._bridge import declare, host_call
 

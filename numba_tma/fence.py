@@ -15,8 +15,7 @@ thread before the barrier that hands it over::
     # stale shared memory.
 """
 
-from numba import types
-from numba.cuda.extending import overload
+from ._frontend import overload, types
 
 from ._bridge import declare, host_call
 

@@ -31,9 +31,7 @@ block scale) thus completes the slot's ``full`` barrier without waiting on globa
     mbarrier.arrive_expect_tx(full[s:], tile_bytes)   # the phase's one expected arrival
 """
 
-from numba import types
-from numba.core import errors
-from numba.cuda.extending import overload
+from ._frontend import errors, overload, types
 
 from ._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 

@@ -26,8 +26,7 @@ Issued by: :func:`wait`, every thread that touches global memory (or all threads
 (wait) and ``PREEXIT`` (launch_dependents).
 """
 
-from numba import types
-from numba.cuda.extending import overload
+from ._frontend import overload, types
 
 from ._bridge import declare, host_call
 

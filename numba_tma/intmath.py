@@ -6,8 +6,7 @@ and tile indices that fit in 32 bits; these wrappers divide in 32 bits (inlined,
 Operands are converted to uint32 (values must be below 2^32; ``b`` non-zero). Any thread.
 """
 
-from numba import types
-from numba.cuda.extending import overload
+from ._frontend import overload, types
 
 from ._bridge import declare, host_call, require_int
 

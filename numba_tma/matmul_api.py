@@ -17,8 +17,8 @@ import sys
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda
 
+from ._frontend import cuda
 from ._arrays import allocate_like, numba_view
 from ._calls import BoundedCache, call_stream, operand_key
 from ._device import require_hopper
@@ -92,7 +92,7 @@ def _matrix(op, argname, prefer_row=False):
 
 def _transposed(view):
     """The transpose of a 2-D numba device array as a view (numba's own ``.T`` launches a copy)."""
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray   # absent under the simulator
+    from ._frontend import DeviceNDArray   # absent under the simulator
 
     return DeviceNDArray(shape=view.shape[::-1], strides=view.strides[::-1], dtype=view.dtype,
                          stream=view.stream, gpu_data=view.gpu_data)

@@ -13,10 +13,9 @@ and its arguments' addresses and values.
 
 import numbers
 
-import numba
 import numpy as np
-from numba import cuda, types
 
+from ._frontend import cuda, from_dtype, types
 from ._arrays import InterfaceView
 from ._calls import BoundedCache, call_stream, operand_key
 from .kernels.gemm import GemmConfig
@@ -74,7 +73,7 @@ def _argument(value, i):
     # A C-contiguous array is typed so: its addresses are then sums of constants and the
     # index (one load per column of a bias, where a run-time stride costs a multiply each).
     layout = "C" if is_c_contiguous(op.shape, op.strides, dt.itemsize) else "A"
-    return (types.Array(numba.from_dtype(dt), ndim, layout),
+    return (types.Array(from_dtype(dt), ndim, layout),
             InterfaceView(op.ptr, op.shape, op.strides, dt.str))
 
 

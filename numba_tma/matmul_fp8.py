@@ -128,7 +128,7 @@ _ones = {}
 def _one(ctx):
     """A device float32 1 per context: the scale array of a side given as a number."""
     if ctx not in _ones:
-        from numba import cuda
+        from ._frontend import cuda
 
         _ones[ctx] = cuda.to_device(np.ones(1, np.float32))
     return _ones[ctx]
@@ -331,7 +331,7 @@ def _block_rows(view, m, kb):
     sm, sk = view.__cuda_array_interface__["strides"]
     if m % 4 == 0 and ptr % 16 == 0 and sm == 4 and (kb == 1 or (sk and sk % 16 == 0)):
         return _scale_view(ptr, (kb, m), (sk if kb > 1 else 4 * m, 4)), None
-    from numba import cuda
+    from ._frontend import cuda
 
     rows = -(-m // 4) * 4
     buffer = cuda.device_array((kb, rows), np.float32)

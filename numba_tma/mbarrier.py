@@ -35,9 +35,7 @@ another block's partial does).
 
 import os
 
-from llvmlite import ir
-from numba import cuda, types
-from numba.cuda.extending import intrinsic, overload
+from ._frontend import address_int, cuda, globaltimer, overload, trap, types
 
 from . import fence
 from ._bridge import address_of, declare, host_call, require_array, require_int
@@ -84,42 +82,6 @@ def _wait_timeout_ns(environ=os.environ):
 WAIT_TIMEOUT_NS = _wait_timeout_ns()
 
 
-@intrinsic
-def trap(typingctx):
-    """PTX ``trap;`` (SASS ``BPT.TRAP``): ends the kernel with an error (the launch fails, the
-    context is lost). For the debug checks of ``NUMBA_TMA_WAIT_TIMEOUT_NS``: a spin that must
-    not hang reports, then traps. Any thread."""
-    def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(ir.VoidType(), [])
-        builder.call(ir.InlineAsm(fnty, "trap;", "", side_effect=True), [])
-        return context.get_dummy_value()
-
-    return types.void(), codegen
-
-
-@intrinsic
-def globaltimer(typingctx):
-    """The GPU's nanosecond clock, PTX ``%globaltimer`` (uint64): the time base of bounded
-    spins (``NUMBA_TMA_WAIT_TIMEOUT_NS``). Any thread."""
-    def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(ir.IntType(64), [])
-        return builder.call(ir.InlineAsm(fnty, "mov.u64 $0, %globaltimer;", "=l",
-                                         side_effect=True), [])
-
-    return types.uint64(), codegen
-
-
-@intrinsic
-def _address_int(typingctx, ptr):
-    """A ``void*`` as a uint64 (the barrier's generic address, for the timeout report). Inline
-    LLVM rather than a C wrapper: a C call on the cold timeout path stays a call, which
-    nvJitLink's LTO then leaves unresolved."""
-    def codegen(context, builder, sig, args):
-        return builder.ptrtoint(args[0], ir.IntType(64))
-
-    return types.uint64(types.voidptr), codegen
-
-
 def wait_or_trap(bounded, what):
     """The ``NUMBA_TMA_WAIT_TIMEOUT_NS`` form of a wait: ``bounded(addr, parity, timeout)`` (a
     C bounded wait, 1 when the phase completed), then on timeout a report and a trap. ``what``
@@ -143,7 +105,7 @@ def wait_or_trap(bounded, what):
     def impl(bar, parity):
         p = parity & 1
         if bounded(address_of(bar), p, timeout) == 0:
-            report(_address_int(address_of(bar)), p)
+            report(address_int(address_of(bar)), p)
             trap()
 
     return impl

@@ -226,7 +226,7 @@ def launch_device() -> int | None:
             ordinal = _ordinal_out.pair = (value, ctypes.byref(value))
         if lib.cuCtxGetDevice(ordinal[1]) == 0:
             return ordinal[0].value
-    from numba import cuda  # deferred: importing numba.cuda is slow
+    from ._frontend import cuda  # deferred: importing numba.cuda is slow
 
     return cuda.get_current_device().id     # no current context: numba makes device 0's
 
@@ -237,7 +237,7 @@ _devices: list[int] = []
 def _device_count() -> int:
     """How many GPUs numba sees (asked once); 0 without a usable driver or under the simulator."""
     if not _devices:
-        from numba import config, cuda
+        from ._frontend import config, cuda
 
         try:
             n = 0 if config.ENABLE_CUDASIM or not cuda.is_available() else len(cuda.gpus)

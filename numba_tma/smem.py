@@ -15,9 +15,7 @@ Issued by: any thread. A warp's 128-bit accesses are served 8 lanes at a time; t
 bank conflicts when each group of 8 lanes touches 8 distinct 16-byte bank quads.
 """
 
-from numba import types
-from numba.core import errors
-from numba.cuda.extending import overload
+from ._frontend import errors, overload, types
 
 from ._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 

@@ -18,8 +18,8 @@ the hardware.
 """
 
 import numpy as np
-from numba import types
-from numba.cuda.extending import overload, register_jitable
+
+from ._frontend import overload, register_jitable, types
 
 __all__ = ["SPANS", "CHUNK_BYTES", "pattern_bytes", "row_pitch", "shared_bytes", "byte_offset",
            "index", "col", "physical_offsets", "shared_image", "logical_tile", "BANKS",

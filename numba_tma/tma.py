@@ -37,9 +37,7 @@ A TMA store, issued by one thread after the writers fenced and the block synchro
     # WRONG: rewriting smem before wait_group_read lets the engine read the new values.
 """
 
-from numba import cuda, types
-from numba.core import errors
-from numba.cuda.extending import overload
+from ._frontend import cuda, errors, overload, types
 
 from . import fence, mbarrier
 from ._bridge import address_of, declare, host_call, literal_int, require_array, require_int

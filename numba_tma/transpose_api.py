@@ -22,8 +22,7 @@ used to build cost more than the kernel below ~8192^2 elements.
 import math
 from typing import Any, NamedTuple
 
-from numba import config as numba_config
-from numba import cuda
+from ._frontend import config as numba_config, cuda
 
 from . import operands as _operands
 from ._arrays import allocate_like, numba_view

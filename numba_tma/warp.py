@@ -39,10 +39,8 @@ lane % 4``; element ``i`` of a lane's fragment is its i-th 16-bit (or 8-bit) val
 """
 
 import numpy as np
-from numba import types
-from numba.core import errors
-from numba.cuda.extending import overload
 
+from ._frontend import errors, overload, types
 from ._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 
 __all__ = [

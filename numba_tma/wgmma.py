@@ -47,10 +47,8 @@ barrier that publishes it; TMA-loaded tiles need nothing beyond their mbarrier.
 """
 
 import numpy as np
-from numba import cuda, types
-from numba.core import errors
-from numba.cuda.extending import overload, register_jitable
 
+from ._frontend import cuda, errors, overload, register_jitable, types
 from . import smem
 from ._bridge import address_of, declare, host_call, literal_int, require_array
 

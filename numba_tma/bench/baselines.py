@@ -28,7 +28,7 @@ def copy_launchers(src, dst, torch=None):
     """``{"copy[cuMemcpyDtoDAsync]": launch, "copy[torch copy_]": launch}``: device-to-device
     copies of numba device array ``src``'s bytes into ``dst`` (same size), the second with torch
     when it is given. The faster of them is a memory-bound kernel's ceiling."""
-    from numba import cuda
+    from .._frontend import cuda
 
     size = src.size
     src_flat, dst_flat = src.reshape(size), dst.reshape(dst.size)
@@ -71,7 +71,7 @@ def numba_bundled_transpose(d_src, d_out):
     """numba-cuda's bundled transpose, compiled once: it builds (and compiles) a new kernel on
     every call, so its first call is made with ``cuda.jit`` wrapped to capture the configured
     kernel, and later runs relaunch that same kernel with the same grid."""
-    import numba.cuda.kernels.transpose as bundled
+    from .._frontend import bundled_transpose as bundled
 
     state = {}
 

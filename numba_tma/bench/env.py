@@ -39,7 +39,7 @@ def gpu_problem(hopper=False):
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         return None
     try:
-        from numba import cuda
+        from .._frontend import cuda
 
         dev = cuda.get_current_device()
         cc = tuple(dev.compute_capability)
@@ -138,7 +138,7 @@ def gpu_environment():
            "driver": None, "driver_version_int": None, "cuda_runtime": None,
            "host": platform.node()}
     try:
-        from numba import cuda
+        from .._frontend import cuda
 
         dev = cuda.get_current_device()
         name = dev.name
@@ -148,7 +148,7 @@ def gpu_environment():
     except Exception:
         pass
     try:
-        from numba import cuda
+        from .._frontend import cuda
 
         env["memory_GiB"] = round(cuda.current_context().get_memory_info().total / 2**30, 2)
     except Exception:
@@ -164,13 +164,13 @@ def gpu_environment():
         pass
     if env["driver"] is None:
         try:
-            from numba.cuda.cudadrv.driver import driver
+            from .._frontend import driver
 
             env["driver"] = "%d.%d" % tuple(driver.get_version())
         except Exception:
             pass
     try:
-        from numba import cuda
+        from .._frontend import cuda
 
         env["cuda_runtime"] = "%d.%d" % tuple(cuda.runtime.get_version())
     except Exception:
@@ -182,7 +182,7 @@ def context_alive():
     """False once the CUDA context is lost (a sticky error such as an illegal instruction):
     nothing more can run in this process."""
     try:
-        from numba import cuda
+        from .._frontend import cuda
 
         cuda.synchronize()
         return True
@@ -195,7 +195,7 @@ def free_device_memory():
     deallocations, torch's caching allocator and CuPy's pool (only those already imported)."""
     gc.collect()
     try:
-        from numba import cuda
+        from .._frontend import cuda
 
         ctx = cuda.current_context()
         deallocs = getattr(ctx, "deallocations", None)

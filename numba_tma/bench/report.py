@@ -110,14 +110,13 @@ def skippable(exc):
     TypeError, ValueError or RuntimeError, unless it is a CUDA driver error or a numba compile
     error (the row failed)."""
     try:
-        from numba.cuda.cudadrv.driver import CudaAPIError
-        from numba.cuda.cudadrv.error import CudaDriverError
+        from .._frontend import CudaAPIError, CudaDriverError
         hard = (CudaDriverError, CudaAPIError)
     except Exception:
         hard = ()
     try:
-        from numba.core.errors import NumbaError
-        hard += (NumbaError,)
+        from .._frontend import errors
+        hard += (errors.NumbaError,)
     except Exception:
         pass
     if hard and isinstance(exc, hard):

@@ -15,7 +15,7 @@ def _warm_up(fn, iters, warmup, event, synchronize):
     if iters < 1:
         raise ValueError("iters must be >= 1")
     if event is None or synchronize is None:
-        from numba import cuda
+        from .._frontend import cuda
 
         event = event or cuda.event
         synchronize = synchronize or cuda.synchronize
@@ -120,7 +120,7 @@ def copy_bandwidth(nbytes=1 << 30, iters=20, warmup=3):
     nbytes``): ``cuMemcpyDtoDAsync`` of ``nbytes`` between two fresh allocations, timed with
     :func:`do_bench`. The ceiling a memory-bound kernel is compared with."""
     import numpy as np
-    from numba import cuda
+    from .._frontend import cuda
 
     src = cuda.device_array(nbytes, np.uint8)
     dst = cuda.device_array(nbytes, np.uint8)

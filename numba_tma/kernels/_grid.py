@@ -12,8 +12,8 @@ takes them from here (they used to be private names of the classic ladder's modu
 """
 
 import numpy as np
-from numba import config as _numba_config
 
+from .._frontend import config as _numba_config
 from .._arrays import as_device
 from ..operands import check_device, read_operand
 

@@ -22,8 +22,8 @@ block synchronises before the first TMA copy that uses the slot.
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from .. import mbarrier, tma
 from .._device import require_hopper
 from ..launch import configure

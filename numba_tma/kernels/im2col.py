@@ -16,8 +16,8 @@ on H and W, so the box holds exactly the ``Ho x Wo`` output pixels.
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from .. import mbarrier, tma
 from .._device import require_hopper
 from ..launch import configure

@@ -37,8 +37,8 @@ transaction count goes transiently negative and the pending arrival keeps the ph
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from .. import cluster, mbarrier, smem, tma
 from .._device import require_hopper
 from ..launch import configure, launch_cluster, plan_cluster_launch

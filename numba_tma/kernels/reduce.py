@@ -21,12 +21,14 @@ TMA's f32 add flushes subnormal inputs and results to zero.
 import functools
 
 import numpy as np
-from numba import cuda, float32, uint64
 
+from .._frontend import cuda, types
 from .. import mbarrier, tma
 from .._device import require_hopper
 from ..launch import configure
 from ..tensormap import TensorMap, describe_array, dtype_name, is_c_contiguous
+
+float32, uint64 = types.float32, types.uint64
 
 __all__ = ["sum_axis0", "sum_axis0_launcher", "check_sum_axis0", "plan_grid",
            "THREADS", "STAGES", "TILE_BYTES"]

@@ -46,12 +46,9 @@ simulator cannot run the PTX wrappers): under the simulator :func:`v8_sector` ru
 import functools
 from typing import NamedTuple
 
-import numba
 import numpy as np
-from numba import config as numba_config
-from numba import cuda
-from numba.core import types
 
+from .._frontend import config as numba_config, cuda, from_dtype, types
 from .._bridge import inline_device
 from .. import bulk, fence, gmem, smem, tma
 from ._grid import cdiv, check_pair, device_pointer
@@ -388,7 +385,7 @@ def _build(itemsize, row_offset):
     """(kernel, argtypes) of the launcher's kernel for `itemsize`: src, out, M, N, the bases
     mod 128, tile_y0."""
     kern, elem, _ = _kernel(itemsize, *TILES[itemsize], row_offset=row_offset)
-    e = types.Array(numba.from_dtype(elem), 1, "C")
+    e = types.Array(from_dtype(elem), 1, "C")
     return kern, (e, e) + (types.int64,) * 5
 
 

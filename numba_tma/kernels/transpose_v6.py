@@ -15,8 +15,8 @@ says what the rung changed from the one below and what it bought.
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from ..launch import configure
 from ._grid import MAX_GRID_YZ, cdiv, check_pair, device_pointer, grid3
 

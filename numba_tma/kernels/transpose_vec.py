@@ -35,13 +35,9 @@ PTX wrappers; CI compiles the kernels for sm_90a and checks their SASS instead).
 
 import functools
 
-import numba
 import numpy as np
-from numba import config as numba_config
-from numba import cuda
-from numba.core import types
-from numba.cuda import libdevice
 
+from .._frontend import config as numba_config, cuda, from_dtype, libdevice, types
 from .._bridge import inline_device
 from .. import gmem, smem
 from ._grid import cdiv, check_pair, device_pointer
@@ -259,8 +255,8 @@ def _build(itemsize, row_offset):
     """(kernel, argtypes) of the launcher's kernel for `itemsize`: src and out as words (vector
     path) and as elements (edge tiles), M, N, tile_y0."""
     kern, word, _, _, _ = _kernel(itemsize, *TILES[itemsize], row_offset=row_offset)
-    w = types.Array(numba.from_dtype(word), 1, "C")
-    e = types.Array(numba.from_dtype(np.dtype(f"u{itemsize}")), 1, "C")
+    w = types.Array(from_dtype(word), 1, "C")
+    e = types.Array(from_dtype(np.dtype(f"u{itemsize}")), 1, "C")
     return kern, (w, w, e, e, types.int64, types.int64, types.int64)
 
 

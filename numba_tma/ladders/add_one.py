@@ -13,8 +13,8 @@ off the matrix edge work unchanged: the load fills the missing elements, the sto
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from .. import mbarrier, swizzle as swz, tma
 from .._device import require_hopper
 from ..launch import configure

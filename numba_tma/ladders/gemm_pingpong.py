@@ -16,8 +16,8 @@ import dataclasses
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from .._bridge import inline_device
 from .. import mbarrier
 from ..kernels.gemm.config import BM, CONSUMER_WARPS, KernelSpec, WgmmaConfig

@@ -20,8 +20,8 @@ import functools
 import threading
 
 import numpy as np
-from numba import cuda, types
 
+from .._frontend import cuda, types
 from .._bridge import inline_device
 from .. import barrier, intmath, mbarrier, wgmma
 from ..launch import is_capturing

@@ -63,14 +63,13 @@ import collections
 import functools
 
 import numpy as np
-from numba import config as numba_config
-from numba import cuda
-from numba.cuda.extending import register_jitable
 
 # Absolute: the simulator tests load this file by path.
 from numba_tma._arrays import as_device
 from numba_tma._bridge import inline_device
 from numba_tma.launch import configure
+
+from .._frontend import config as numba_config, cuda, register_jitable
 
 __all__ = ["Config", "CONFIGS", "DEFAULT_CONFIG", "LAYOUTS", "gemm_kernel", "launch_config",
            "simt_gemm", "flops"]

@@ -57,8 +57,8 @@ import collections
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from ..launch import configure
 from ..kernels._grid import cdiv, check_pair, grid3
 from ..kernels.transpose_v6 import BEST, v6_packed, v6_persistent

@@ -31,8 +31,8 @@ tiles down the columns of ``src`` and ask the L2 for 256-byte blocks on their lo
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from .._bridge import inline_device
 from .. import fence, mbarrier, smem, swizzle, tma
 from ..launch import configure

@@ -49,9 +49,8 @@ check both statements).
 import collections
 
 import numpy as np
-from numba import cuda
-from numba.cuda.extending import register_jitable
 
+from .._frontend import cuda, register_jitable
 from .._bridge import inline_device
 from .. import warp
 from .._arrays import as_device

@@ -19,8 +19,8 @@ The accumulators start poisoned (NaN): the first step's ``scale_d = 0`` must ign
 import functools
 
 import numpy as np
-from numba import cuda
 
+from .._frontend import cuda
 from .._bridge import inline_device
 from .. import fence, wgmma
 from ..launch import configure

@@ -7,9 +7,9 @@ import dataclasses
 import math
 import operator
 
-from numba import cuda
 from cuda.bindings import driver as _cudrv
 
+from .._frontend import cuda
 from .driver_calls import _check, _function_handle, _launch_config, pack_kernel_args
 from .streams import _core_stream
 

@@ -10,9 +10,9 @@ import math
 import threading
 
 import numpy as np
-from numba import cuda
 from cuda.bindings import driver as _cudrv
 
+from .._frontend import cuda
 from .clusters import MAX_PORTABLE_CLUSTER_SIZE, _dim3, launch_cluster, plan_cluster_launch
 from .driver_calls import _check, _function_handle, _launch_config, _PlainLaunch, pack_kernel_args
 from .shared_memory import _check_dynamic_shared
@@ -31,7 +31,7 @@ class _ArraySlot:
 
 def _argtypes(argtypes):
     """A tuple of numba types from a sequence of them, a numba signature or a signature string."""
-    from numba.core import sigutils
+    from .._frontend import sigutils
 
     if isinstance(argtypes, str) or hasattr(argtypes, "args"):
         args, ret = sigutils.normalize_signature(argtypes)
@@ -56,12 +56,12 @@ def _numba_packs_like_us(ty):
     :meth:`DirectKernel._array_words` packs (an array is ``meminfo, parent, nitems, itemsize,
     data, shape..., strides...``): numba's own ``_prepare_args`` on a small probe, once per
     type and process, without compiling any kernel. Non-arrays are packed as numba packs them."""
-    from numba.core import types
+    from .._frontend import types
 
     if not isinstance(ty, types.Array):
         return True
     try:
-        from numba.cuda.dispatcher import _Kernel
+        from .._frontend import Kernel as _Kernel
         from types import SimpleNamespace
 
         dtype = np.dtype(str(ty.dtype))
@@ -104,7 +104,7 @@ class DirectKernel:
     """
 
     def __init__(self, kernel, argtypes, *, key=(), cache=True):
-        from numba.core import types
+        from .._frontend import types
 
         self._kernel = kernel
         self._argtypes = _argtypes(argtypes)

@@ -11,7 +11,7 @@ def configure(kernel, grid, block, *stream_and_shared_mem):
     warnings (a host array copied in and back, say) pass through."""
     import warnings
 
-    from numba.cuda.core.errors import NumbaPerformanceWarning   # numba-cuda's own class
+    from .._frontend import NumbaPerformanceWarning   # numba-cuda's own class
 
     with warnings.catch_warnings():
         # numba may wrap the message in terminal colour codes: match past them

@@ -1,7 +1,7 @@
 """Dynamic shared memory past the default 48 KB: a kernel's launches may use more only once the
 kernel opted in (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``), up to the device's limit."""
 
-from numba import cuda
+from .._frontend import cuda
 
 __all__ = ["DEFAULT_DYNAMIC_SHARED", "max_dynamic_shared", "reserve_dynamic_shared"]
 
@@ -11,7 +11,7 @@ DEFAULT_DYNAMIC_SHARED = 48 * 1024
 
 def max_dynamic_shared():
     """Bytes of shared memory a block of the current device may opt in to (227 KB on the H100)."""
-    from numba.cuda.cudadrv.driver import binding, driver   # absent under the simulator
+    from .._frontend import binding, driver   # absent under the simulator
 
     dev = cuda.get_current_device()
     attr = binding.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
@@ -33,7 +33,7 @@ def reserve_dynamic_shared(kernel, signature, nbytes):
     ``signature`` is a numba signature or string ("void(uint64[::1], int64)"); the launch's
     arguments must type to it. Raises ValueError naming ``nbytes`` above the device's opt-in limit.
     """
-    from numba.cuda.cudadrv.driver import binding, driver
+    from .._frontend import binding, driver
 
     compiled = kernel.compile(signature)
     cufunc = compiled._codelibrary.get_cufunc()

@@ -5,9 +5,9 @@ context), and whether a stream is being captured into a CUDA graph."""
 import ctypes
 import threading
 
-from numba import cuda
 from cuda.bindings import driver as _cudrv
 
+from .._frontend import cuda
 from .driver_calls import _check
 
 __all__ = ["stream_handle", "numba_stream", "context_id", "context_id_or_none", "is_capturing"]
@@ -118,7 +118,7 @@ def is_capturing(handle):
 
 def _core_stream(stream):
     """The stream as numba's own launch path carries it (a cuda.core Stream) and its handle."""
-    from numba.cuda.cudadrv import driver as numba_driver
+    from .._frontend import driver_module as numba_driver
 
     to_core = getattr(numba_driver, "_to_core_stream", None)
     if to_core is not None:

@@ -12,7 +12,7 @@ code -- no GPU, no driver, no libcuda needed.
 
 Example::
 
-    from numba import cuda
+    from .._frontend import cuda
     from numba_tma.offline import compile_kernel
 
     @cuda.jit

@@ -39,7 +39,7 @@ def _as_bytes(data):
 def _link_input(code, cc, index, debug=False, lineinfo=False):
     """One entry of compile_all's list (or a `linking` item) -> (type, bytes, name)."""
     from cuda.bindings import nvjitlink
-    from numba.cuda.cudadrv.linkable_code import LinkableCode
+    from .._frontend import LinkableCode
 
     if isinstance(code, (bytes, bytearray)):
         return nvjitlink.InputType.LTOIR, bytes(code), f"input{index}.ltoir"
@@ -150,7 +150,7 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
     Arguments as :func:`compile_kernel`; the launch path (``DirectKernel``) builds its cubins
     here too, so a kernel compiled offline is the one a GPU loads."""
     cc = _parse_arch(arch)
-    from numba import cuda
+    from .._frontend import cuda
 
     opts = {}
     if hasattr(kernel, "py_func"):

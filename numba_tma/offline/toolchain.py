@@ -30,7 +30,7 @@ def _parse_arch(arch):
         )
     digits, suffix = m.groups()
     cc = (int(digits[:-1]), int(digits[-1]))
-    from numba.cuda.cudadrv import nvrtc
+    from .._frontend import nvrtc
 
     supported = nvrtc.get_supported_ccs()
     # numba would silently fall back to the closest cc; the link below would then
@@ -66,11 +66,10 @@ def target_device(cc):
     links ten); the same source gives the same LTO-IR, so it is kept.
     These module globals of numba-cuda are the one place this package patches its compiler.
     """
-    import numba.cuda.compiler as _compiler
-    import numba.cuda.dispatcher as _dispatcher
+    from .._frontend import compiler as _compiler, dispatcher as _dispatcher
 
     try:
-        from numba.cuda.core.compiler_lock import global_compiler_lock
+        from .._frontend import global_compiler_lock
     except ImportError:  # pragma: no cover - layout of other numba-cuda versions
         global_compiler_lock = contextlib.nullcontext()
 
@@ -111,7 +110,7 @@ _NVRTC_MEMO = {}
 
 def _nvrtc_compile(src, name, cc, ltoir=False, lineinfo=False, debug=False):
     """numba's ``nvrtc.compile``, remembered per source text, name, cc and options."""
-    from numba.cuda.cudadrv import nvrtc
+    from .._frontend import nvrtc
 
     data = src.encode() if isinstance(src, str) else bytes(src)
     key = (hashlib.sha256(data).hexdigest(), name, tuple(cc), bool(ltoir), bool(lineinfo),

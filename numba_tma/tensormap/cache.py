@@ -64,7 +64,7 @@ def retarget(encoded, address):
     and extent (same layout, same alignment class as the map was planned for)."""
     import numpy as np
     from cuda.bindings import driver
-    from numba import cuda
+    from .._frontend import cuda
 
     tmap = driver.CUtensorMap()
     tmap.opaque = [int(w) for w in np.frombuffer(encoded, dtype="<u8")]

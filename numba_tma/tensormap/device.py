@@ -43,9 +43,7 @@ No fence is needed again until the descriptor is modified again.
     # the TMA unit may use a stale copy of the descriptor (its own cache, the tensormap proxy).
 """
 
-from numba import types
-from numba.core import errors
-from numba.cuda.extending import intrinsic, overload
+from .._frontend import errors, intrinsic, overload, types
 
 from .._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 

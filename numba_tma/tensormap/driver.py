@@ -21,7 +21,7 @@ __all__ = ["Descriptor", "check_device", "encode_tiled", "encode_im2col", "uploa
 
 
 def current_device_id() -> int:
-    from numba import cuda  # deferred: importing numba.cuda is slow
+    from .._frontend import cuda  # deferred: importing numba.cuda is slow
 
     return cuda.get_current_device().id
 
@@ -77,7 +77,7 @@ def encode_im2col(plan) -> list[int]:
 
 
 def upload(words: list[int]):
-    from numba import cuda
+    from .._frontend import cuda
 
     return cuda.to_device(np.array(words, dtype=np.uint64))
 

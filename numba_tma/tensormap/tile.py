@@ -45,7 +45,7 @@ is needed.
 Usage::
 
     import numpy as np
-    from numba import cuda
+    from .._frontend import cuda
     from numba_tma.tensormap import TensorMap
 
     a = cuda.to_device(np.zeros((1024, 512), np.float32))

@@ -18,8 +18,8 @@ output packed and written with ``stmatrix``, f32 with 8-byte stores, then stored
 import functools
 
 import numpy as np
-from numba import cuda
 
+from ..._frontend import cuda
 from ..._bridge import inline_device
 from ... import fence, mbarrier, tma, warp
 from .config import C_BOX_BYTES, SLAB_ROWS, WG_ROWS

@@ -21,7 +21,7 @@ consumer warps of both. The pair meets once, at the start; at the end each produ
 
 import functools
 
-from numba import cuda
+from ..._frontend import cuda
 
 from ..._bridge import inline_device
 from ... import mbarrier, smem, tma, wgmma

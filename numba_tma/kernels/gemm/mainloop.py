@@ -15,7 +15,7 @@ cores always have this warpgroup's next group queued while the slot before is re
 
 import functools
 
-from numba import cuda
+from ..._frontend import cuda
 
 from ..._bridge import inline_device
 from ... import mbarrier, wgmma

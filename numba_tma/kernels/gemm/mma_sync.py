@@ -21,8 +21,8 @@ import dataclasses
 import functools
 
 import numpy as np
-from numba import cuda
 
+from ..._frontend import cuda
 from ..._bridge import inline_device
 from ... import cluster, fence, mbarrier, smem, tma, warp
 from .config import SIGNATURE, KernelSpec

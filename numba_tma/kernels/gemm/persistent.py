@@ -15,8 +15,8 @@ whose slices' partial products are added into the accumulators (times their bloc
 import functools
 
 import numpy as np
-from numba import cuda
 
+from ..._frontend import cuda
 from ..._bridge import inline_device
 from .epilogue import staged_epilogue
 from .frame import persistent_kernel, persistent_parts

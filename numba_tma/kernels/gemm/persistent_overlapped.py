@@ -15,8 +15,8 @@ and a user epilogue (:mod:`.user_epilogue`) runs on each element as it is packed
 import functools
 
 import numpy as np
-from numba import cuda
 
+from ..._frontend import cuda
 from ..._bridge import inline_device
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS

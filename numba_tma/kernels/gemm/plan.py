@@ -13,8 +13,8 @@ import math
 import os
 
 import numpy as np
-from numba import cuda, types
 
+from ..._frontend import cuda, types
 from ...launch import DirectKernel, context_id
 from ...tensormap.cache import descriptor_map, retarget
 from .choose import SHIPPED_CONFIGS

@@ -11,7 +11,7 @@ one's start with the other's end.
 
 import functools
 
-from numba import cuda
+from ..._frontend import cuda
 
 from ..._bridge import inline_device
 from ... import cluster, griddep, tma

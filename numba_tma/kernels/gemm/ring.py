@@ -31,8 +31,8 @@ at the first 1024-byte boundary after them (the 128B swizzle's period).
 import functools
 
 import numpy as np
-from numba import cuda
 
+from ..._frontend import cuda
 from ..._bridge import inline_device, tail
 from ... import bulk, cluster, gmem, intmath, mbarrier, tma
 

@@ -29,8 +29,8 @@ never stored, and the clamp keeps every load inside the scale arrays.
 import functools
 
 import numpy as np
-from numba import cuda
 
+from ..._frontend import cuda
 from ..._bridge import inline_device, tail
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS

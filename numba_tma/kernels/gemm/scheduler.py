@@ -11,7 +11,7 @@ cluster) per SM, each walking the units ``cid, cid + clusters, ...``.
 import functools
 import math
 
-from numba import cuda
+from ..._frontend import cuda
 
 from ..._bridge import inline_device
 from ... import cluster, intmath

@@ -18,8 +18,8 @@ pair's multicast waits for the peer's barriers.
 import functools
 
 import numpy as np
-from numba import cuda
 
+from ..._frontend import cuda
 from ..._bridge import inline_device
 from ... import barrier, cluster, fence, griddep, mbarrier, tma, wgmma
 from .config import CONSUMER_REGS, CONSUMER_WARPS, PRODUCER_REGS, SWIZZLE_ALIGN
