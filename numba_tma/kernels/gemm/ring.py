@@ -38,7 +38,7 @@ from ... import bulk, cluster, gmem, intmath, mbarrier, tma
 
 __all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "SCALE_ROWS", "slice_loader", "slot_release",
            "shared_views", "slot_words", "slot_words_bytes", "scale_rows", "scale_rows_bytes",
-           "barrier_setup", "ring", "Parts"]
+           "scale_rows_end", "barrier_setup", "ring", "Parts"]
 
 SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
 BK = 64                      # K per slice: one swizzle row of a K-major operand
