@@ -3,15 +3,15 @@ numba's CUDA simulator on small odd shapes, and the host wrapper's input validat
 
 * The simulator has to be switched on before ``numba.cuda`` is first imported, and this process
   has imported it for the real target, so the runs happen in child processes (this file is
-  their script). The child loads ``simt_gemm.py`` by path: the kernel module imports only numpy
-  and numba, so the check does not depend on the rest of the package importing under the
-  simulator. Inputs are small integers (every product and sum exact in fp32), ``out`` starts
-  poisoned (NaN where beta == 0, which must never be read), and results compare exactly.
+  their script), each importing ``numba_tma.ladders.simt_gemm`` with the simulator on (the
+  package imports under it; numba comes through ``numba_tma._frontend``). Inputs are small
+  integers (every product and sum exact in fp32), ``out`` starts poisoned (NaN where beta == 0,
+  which must never be read), and results compare exactly.
 * Validation: arrays described only by ``__cuda_array_interface__`` (never dereferenced), so
   every error is raised before anything touches a device.
 """
 
-import importlib.util
+import importlib
 import json
 import os
 import sys
@@ -23,7 +23,6 @@ import pytest
 from sim_workers import run_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULE = os.path.join(ROOT, "numba_tma", "ladders", "simt_gemm.py")
 
 # (config, (M, N, K), layout, b_layout, alpha, beta)
 CASES = [
@@ -49,10 +48,7 @@ def _cases():
 
 
 def _load_module():
-    spec = importlib.util.spec_from_file_location("simt_gemm_under_sim", MODULE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("numba_tma.ladders.simt_gemm")
 
 
 def _run(cases):

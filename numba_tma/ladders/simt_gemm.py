@@ -64,12 +64,10 @@ import functools
 
 import numpy as np
 
-# Absolute: the simulator tests load this file by path.
-from numba_tma._arrays import as_device
-from numba_tma._bridge import inline_device
-from numba_tma.launch import configure
-
 from .._frontend import config as numba_config, cuda, register_jitable
+from .._arrays import as_device
+from .._bridge import inline_device
+from ..launch import configure
 
 __all__ = ["Config", "CONFIGS", "DEFAULT_CONFIG", "LAYOUTS", "gemm_kernel", "launch_config",
            "simt_gemm", "flops"]
