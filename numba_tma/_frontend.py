@@ -12,7 +12,8 @@ What is here:
   ``libdevice``.
 - The intrinsics that need IR of their own rather than inline PTX in ``ptx/``: ``address_of``,
   ``tail`` (re-exported by :mod:`numba_tma._bridge`), ``trap``, ``globaltimer`` and
-  ``address_int`` (:mod:`numba_tma.mbarrier`'s bounded waits). With numba-cuda they are
+  ``address_int`` (:mod:`numba_tma.mbarrier`'s bounded waits), ``address_u64``, ``as_u64``
+  and ``as_u32`` (:mod:`numba_tma.tensormap.device`'s operands). With numba-cuda they are
   llvmlite IR.
 - The internals numba_tma builds on, each loaded at its first use (``from numba_tma._frontend
   import driver`` inside a function), with the seam that needs it (module paths under
@@ -45,7 +46,7 @@ from numba.cuda.extending import intrinsic, overload, register_jitable
 
 __all__ = ["NAME", "front_end", "cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
-           "globaltimer", "address_int"]
+           "globaltimer", "address_int", "address_u64", "as_u64", "as_u32"]
 
 #: The front end numba_tma compiles with.
 NAME = "numba-cuda"
@@ -178,3 +179,42 @@ def address_int(typingctx, ptr):
         return builder.ptrtoint(args[0], ir.IntType(64))
 
     return types.uint64(types.voidptr), codegen
+
+
+@intrinsic
+def address_u64(typingctx, arr):
+    """The device address of ``arr``'s first element as a uint64."""
+    sig = types.uint64(arr)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.ptrtoint(ary.data, context.get_value_type(types.uint64))
+
+    return sig, codegen
+
+
+@intrinsic
+def as_u64(typingctx, value):
+    """An integer as a uint64 (numba widens small integers to int64; a C wrapper's operand
+    may want another width)."""
+    if not isinstance(value, types.Integer):
+        return None
+    sig = types.uint64(value)
+
+    def codegen(context, builder, sig, args):
+        return context.cast(builder, args[0], sig.args[0], types.uint64)
+
+    return sig, codegen
+
+
+@intrinsic
+def as_u32(typingctx, value):
+    """An integer as a uint32."""
+    if not isinstance(value, types.Integer):
+        return None
+    sig = types.uint32(value)
+
+    def codegen(context, builder, sig, args):
+        return context.cast(builder, args[0], sig.args[0], types.uint32)
+
+    return sig, codegen

@@ -43,7 +43,7 @@ No fence is needed again until the descriptor is modified again.
     # the TMA unit may use a stale copy of the descriptor (its own cache, the tensormap proxy).
 """
 
-from .._frontend import errors, intrinsic, overload, types
+from .._frontend import address_u64, as_u32, as_u64, errors, overload, types
 
 from .._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 
@@ -97,43 +97,6 @@ _acquire = {s: _decl(f"numba_tma_fence_proxy_tensormap_generic_acquire_{s}", typ
             for s in SCOPES}
 _cp_release = {s: _decl(f"numba_tma_tensormap_cp_fenceproxy_global_shared_cta_release_{s}",
                         types.void(_vp, _vp)) for s in SCOPES}
-
-
-# Integer conversions for the C wrappers' operands (numba widens small ints to int64).
-@intrinsic
-def _ptr_u64(typingctx, arr):
-    """The device address of ``arr``'s first element as a uint64."""
-    sig = types.uint64(arr)
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.ptrtoint(ary.data, context.get_value_type(types.uint64))
-
-    return sig, codegen
-
-
-@intrinsic
-def _u64_of(typingctx, value):
-    if not isinstance(value, types.Integer):
-        return None
-    sig = types.uint64(value)
-
-    def codegen(context, builder, sig, args):
-        return context.cast(builder, args[0], sig.args[0], types.uint64)
-
-    return sig, codegen
-
-
-@intrinsic
-def _u32_of(typingctx, value):
-    if not isinstance(value, types.Integer):
-        return None
-    sig = types.uint32(value)
-
-    def codegen(context, builder, sig, args):
-        return context.cast(builder, args[0], sig.args[0], types.uint32)
-
-    return sig, codegen
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,10 +266,10 @@ def _ov_global_address(desc, address, space="generic"):
     fn = _global_address[_space(fname, space)]
     if _address_arg(fname, address):
         def impl(desc, address, space="generic"):
-            fn(address_of(desc), _ptr_u64(address))
+            fn(address_of(desc), address_u64(address))
     else:
         def impl(desc, address, space="generic"):
-            fn(address_of(desc), _u64_of(address))
+            fn(address_of(desc), as_u64(address))
     return impl
 
 
@@ -318,7 +281,7 @@ def _ov_rank(desc, rank, space="generic"):
     if isinstance(rank, types.IntegerLiteral):
         literal_int(fname, "rank", rank, 1, MAX_RANK)
     require_int(fname, "rank", rank)
-    return lambda desc, rank, space="generic": fn(address_of(desc), _u32_of(rank - 1))
+    return lambda desc, rank, space="generic": fn(address_of(desc), as_u32(rank - 1))
 
 
 def _ov_field2(fname, table, desc, dim, value, space, hi):
@@ -332,28 +295,28 @@ def _ov_field2(fname, table, desc, dim, value, space, hi):
 def _ov_box_dim(desc, dim, value, space="generic"):
     fn = _ov_field2("tensormap.device.replace_box_dim", _box_dim, desc, dim, value, space,
                     MAX_RANK - 1)
-    return lambda desc, dim, value, space="generic": fn(address_of(desc), _u32_of(value))
+    return lambda desc, dim, value, space="generic": fn(address_of(desc), as_u32(value))
 
 
 @overload(replace_global_dim, prefer_literal=True)
 def _ov_global_dim(desc, dim, value, space="generic"):
     fn = _ov_field2("tensormap.device.replace_global_dim", _global_dim, desc, dim, value, space,
                     MAX_RANK - 1)
-    return lambda desc, dim, value, space="generic": fn(address_of(desc), _u32_of(value))
+    return lambda desc, dim, value, space="generic": fn(address_of(desc), as_u32(value))
 
 
 @overload(replace_element_stride, prefer_literal=True)
 def _ov_element_stride(desc, dim, value, space="generic"):
     fn = _ov_field2("tensormap.device.replace_element_stride", _element_stride, desc, dim, value,
                     space, MAX_RANK - 1)
-    return lambda desc, dim, value, space="generic": fn(address_of(desc), _u32_of(value))
+    return lambda desc, dim, value, space="generic": fn(address_of(desc), as_u32(value))
 
 
 @overload(replace_global_stride, prefer_literal=True)
 def _ov_global_stride(desc, dim, nbytes, space="generic"):
     fn = _ov_field2("tensormap.device.replace_global_stride", _global_stride, desc, dim, nbytes,
                     space, MAX_RANK - 2)
-    return lambda desc, dim, nbytes, space="generic": fn(address_of(desc), _u64_of(nbytes))
+    return lambda desc, dim, nbytes, space="generic": fn(address_of(desc), as_u64(nbytes))
 
 
 def _ov_field3(fname, table, desc, code, space):
