@@ -10,11 +10,11 @@ What is here:
 - The public API every ``@cuda.jit`` author uses: ``cuda``, ``types``, ``errors``, ``config``,
   ``from_dtype``, the extension API (``overload``, ``intrinsic``, ``register_jitable``) and
   ``libdevice``.
-- The intrinsics that need IR of their own rather than inline PTX in ``ptx/``: ``address_of``,
-  ``tail`` (re-exported by :mod:`numba_tma._bridge`), ``trap``, ``globaltimer`` and
-  ``address_int`` (:mod:`numba_tma.mbarrier`'s bounded waits), ``address_u64``, ``as_u64``
-  and ``as_u32`` (:mod:`numba_tma.tensormap.device`'s operands). With numba-cuda they are
-  llvmlite IR.
+- The intrinsics that need IR of their own rather than inline PTX in ``ptx/``: ``address_of``
+  and ``tail`` (re-exported by :mod:`numba_tma._bridge`), ``trap`` and ``globaltimer``
+  (:mod:`numba_tma.mbarrier`'s bounded waits), ``address_int`` (those waits' reports, and
+  :mod:`numba_tma.tensormap.device`'s addresses), ``as_u64`` and ``as_u32``
+  (:mod:`numba_tma.tensormap.device`'s operands). With numba-cuda they are llvmlite IR.
 - The internals numba_tma builds on, each loaded at its first use (``from numba_tma._frontend
   import driver`` inside a function), with the seam that needs it (module paths under
   ``numba.``):
@@ -46,7 +46,7 @@ from numba.cuda.extending import intrinsic, overload, register_jitable
 
 __all__ = ["NAME", "front_end", "cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
-           "globaltimer", "address_int", "address_u64", "as_u64", "as_u32"]
+           "globaltimer", "address_int", "as_u64", "as_u32"]
 
 #: The front end numba_tma compiles with.
 NAME = "numba-cuda"
@@ -172,25 +172,14 @@ def globaltimer(typingctx):
 
 @intrinsic
 def address_int(typingctx, ptr):
-    """A ``void*`` as a uint64 (the barrier's generic address, for the timeout report). Inline
-    LLVM rather than a C wrapper: a C call on the cold timeout path stays a call, which
-    nvJitLink's LTO then leaves unresolved."""
+    """A ``void*`` as a uint64: a barrier's generic address for the timeout report, an
+    array's (``address_int(address_of(arr))``) for a C wrapper's 64-bit operand. Inline LLVM
+    rather than a C wrapper: a C call on the cold timeout path stays a call, which nvJitLink's
+    LTO then leaves unresolved."""
     def codegen(context, builder, sig, args):
         return builder.ptrtoint(args[0], ir.IntType(64))
 
     return types.uint64(types.voidptr), codegen
-
-
-@intrinsic
-def address_u64(typingctx, arr):
-    """The device address of ``arr``'s first element as a uint64."""
-    sig = types.uint64(arr)
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.ptrtoint(ary.data, context.get_value_type(types.uint64))
-
-    return sig, codegen
 
 
 @intrinsic

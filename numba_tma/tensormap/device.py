@@ -43,7 +43,7 @@ No fence is needed again until the descriptor is modified again.
     # the TMA unit may use a stale copy of the descriptor (its own cache, the tensormap proxy).
 """
 
-from .._frontend import address_u64, as_u32, as_u64, errors, overload, types
+from .._frontend import address_int, as_u32, as_u64, errors, overload, types
 
 from .._bridge import address_of, declare, host_call, literal_int, require_array, require_int
 
@@ -266,7 +266,7 @@ def _ov_global_address(desc, address, space="generic"):
     fn = _global_address[_space(fname, space)]
     if _address_arg(fname, address):
         def impl(desc, address, space="generic"):
-            fn(address_of(desc), address_u64(address))
+            fn(address_of(desc), address_int(address_of(address)))
     else:
         def impl(desc, address, space="generic"):
             fn(address_of(desc), as_u64(address))
