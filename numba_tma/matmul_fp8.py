@@ -17,7 +17,9 @@ numbers) select the kernel's mode (:mod:`numba_tma.kernels.gemm.scales`):
   beside its tiles in one bulk copy, from K block by row order: ``scale_a`` M-contiguous, its
   K blocks 16 bytes apart (a multiple), its address 16-byte aligned, and M a multiple of 4 is
   read in place; any other ``scale_a`` (row-major, an odd M, a per-tensor scale beside block
-  ``scale_b``) is copied into that order by a small kernel before each launch.
+  ``scale_b``) is copied into that order by a small kernel before each launch. B's scale of a
+  slice comes in the 16 bytes that hold it: ``scale_b`` row-major with 16-byte aligned rows and
+  ceil(K/128) a multiple of 4 is read in place, any other is copied likewise.
 
 Accumulation is fp32, in two levels: each 128-deep K block's product (the tensor cores' fp8
 sum, which keeps fewer bits than fp32) is promoted into fp32 registers of its own, times its
@@ -39,7 +41,7 @@ from ._calls import BoundedCache, call_stream, operand_key
 from ._device import require_hopper
 from .kernels.gemm import WgmmaConfig, choose
 from .kernels.gemm.plan import LaunchPlan, sm_count
-from .kernels.gemm.scales import BLOCK_K, stage_a_scales, stage_grid
+from .kernels.gemm.scales import BLOCK_K, stage_grid, stage_scales
 from .launch import context_id_or_none
 from .matmul_api import (_DTYPE_NAMES, FP8_TORCH_DTYPES, MatmulPlan, _check_config, _check_tma,
                          _dtype_label, _dtype_name, _OUT_KINDS as _OUT_KINDS_16, refuse_capture,
@@ -322,6 +324,16 @@ def matmul_fp8(a, b, out, alpha, beta, out_dtype, config, stream, scale_a, scale
     return out
 
 
+def _staged(view, m, kb):
+    """``(buffer, stage)``: a (kb, m') buffer, m' the next multiple of 4, and ``stage(stream)``,
+    which copies ``view``'s (m, kb) block scales into it K block by row."""
+    from ._frontend import cuda
+
+    rows = -(-m // 4) * 4
+    buffer = cuda.device_array((kb, rows), np.float32)
+    return buffer, stage_scales().prepare(*stage_grid(rows, kb), view, buffer, m)
+
+
 def _block_rows(view, m, kb):
     """``(view, stage)``: block-scaled A's scales as the kernel reads them, (kb, M') with
     M' >= M rows of whole 16 bytes per K block (:mod:`numba_tma.kernels.gemm.scales`); in
@@ -331,12 +343,19 @@ def _block_rows(view, m, kb):
     sm, sk = view.__cuda_array_interface__["strides"]
     if m % 4 == 0 and ptr % 16 == 0 and sm == 4 and (kb == 1 or (sk and sk % 16 == 0)):
         return _scale_view(ptr, (kb, m), (sk if kb > 1 else 4 * m, 4)), None
-    from ._frontend import cuda
+    return _staged(view, m, kb)
 
-    rows = -(-m // 4) * 4
-    buffer = cuda.device_array((kb, rows), np.float32)
-    copy = stage_a_scales().prepare(*stage_grid(rows, kb), view, buffer, m)
-    return buffer, copy
+
+def _block_cols(view, nb, kb):
+    """``(view, stage)``: block-scaled B's scales as the kernel reads them, (nb, kb') with each
+    N block's kb' >= kb K blocks in whole 16 bytes; in place where ``view`` (nb, kb) already has
+    that layout (row-major, ``kb`` a multiple of 4, 16-byte aligned rows), else a buffer and
+    ``stage(stream)``, which copies the scales into it."""
+    ptr = view.__cuda_array_interface__["data"][0]
+    sn, sk = view.__cuda_array_interface__["strides"]
+    if kb % 4 == 0 and ptr % 16 == 0 and sk == 4 and (nb == 1 or (sn and sn % 16 == 0)):
+        return view, None
+    return _staged(_scale_view(ptr, (kb, nb), (sk, sn)), kb, nb)
 
 
 def _bind(a, b, out, c, config, beta, ctx, fast_accum):
@@ -350,16 +369,19 @@ def _bind(a, b, out, c, config, beta, ctx, fast_accum):
         _view(kind, op, shape, ctx) for (kind, op), shape in zip(c.sides, shapes))
     plan = MatmulPlan(va, _transposed(vb), vo, True, True, c.in_kind, c.out_kind, c.m, c.n, c.k,
                       cfg)
-    stage = None
-    if c.mode == "block" and c.m and c.k:
-        rows, stage = _block_rows(scales[0], c.m, kb)
-        scales = (rows, scales[1])
+    stages = ()
+    if c.mode == "block" and c.m and c.n and c.k:
+        (rows, stage_a), (cols, stage_b) = (_block_rows(scales[0], c.m, kb),
+                                            _block_cols(scales[1], nb, kb))
+        scales = (rows, cols)
+        stages = tuple(stage for stage in (stage_a, stage_b) if stage is not None)
     plan.scale, plan.scales, plan.promote = c.mode, scales, promote
     run = LaunchPlan(plan, beta != 0).bind()
-    if stage is None:
+    if not stages:
         return run
 
-    def staged_run(alpha, beta, stream, buffer=scales[0]):   # (buffer: kept while bound)
-        stage(stream)
+    def staged_run(alpha, beta, stream, buffers=scales):     # (buffers: kept while bound)
+        for stage in stages:
+            stage(stream)
         run(alpha, beta, stream)
     return staged_run

@@ -53,8 +53,8 @@ def test_fp8_kernels_sass(cfg, spec, n):
     if spec.scale == "block":
         # one fp32 FMA per accumulator and slice: 64 x 128 per consumer warpgroup = 64 each
         assert kb.count("FFMA") >= cfg.bn // 2
-        # the producer copies the scales into the slots (A's in bulk); nothing loads them
-        assert kb.has("UBLKCP.S.G") and kb.has("LDGSTS") and not kb.has("LDG.E")
+        # the producer bulk-copies the scales into the slots; nothing else loads them
+        assert kb.has("UBLKCP.S.G") and not kb.has("LDGSTS") and not kb.has("LDG.E")
     elif spec.promote:
         assert kb.count("FADD") >= cfg.bn // 2          # ... or an add, without scales
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D")
@@ -73,10 +73,10 @@ def test_fp8_configs_are_persistent():
                     assert cfg.bn in (64, 128) and cfg.bm == 128 and not cfg.overlap_epilogue
 
 
-def test_block_scales_of_a_read_in_place_where_their_layout_allows():
+def test_block_scales_read_in_place_where_their_layout_allows():
     # (M, kb) M-contiguous, K blocks 16-byte multiples apart, 16-byte aligned, M % 4 == 0: the
     # kernel's (kb, M) view of the same memory; the staged layouts need a GPU (tests/gpu)
-    from numba_tma.matmul_fp8 import _block_rows, _scale_view
+    from numba_tma.matmul_fp8 import _block_cols, _block_rows, _scale_view
 
     m, kb, ptr = 300, 5, BASE + 8 * MB
     view, stage = _block_rows(_scale_view(ptr, (m, kb), (4, 4 * 304)), m, kb)
@@ -85,6 +85,9 @@ def test_block_scales_of_a_read_in_place_where_their_layout_allows():
     assert cai["shape"] == (kb, m) and cai["strides"] == (4 * 304, 4) and cai["data"][0] == ptr
     view, stage = _block_rows(_scale_view(ptr, (m, 1), (4, 0)), m, 1)
     assert stage is None and view.__cuda_array_interface__["shape"] == (1, m)
+    # B's (nb, kb) row-major, rows 16-byte aligned, kb % 4 == 0: as it is
+    b = _scale_view(ptr, (3, 8), (4 * 8, 4))
+    assert _block_cols(b, 3, 8) == (b, None)
 
 
 def test_config_refuses_what_it_cannot_run():

@@ -14,7 +14,7 @@ import dataclasses
 import typing
 
 from ... import wgmma
-from .ring import ATOM, SPAN, scale_rows_bytes, slot_words_bytes
+from .ring import ATOM, SPAN, scale_rows_bytes
 
 __all__ = ["WgmmaConfig", "KernelSpec", "smem_bytes", "BM", "WG_ROWS", "THREADS",
            "CONSUMER_WARPS", "CONSUMER_THREADS", "SWIZZLE_ALIGN", "SLAB_ROWS", "C_BOX_BYTES",
@@ -261,14 +261,12 @@ class WgmmaConfig:
 
 def smem_bytes(cfg, out_itemsize, block=False):
     """Dynamic shared memory of one block: barriers, alignment slack, the ring, and C's staging
-    (persistent: ``c_buffers`` 16 x 128-byte boxes per consumer warp, and a word per slot; with
-    ``block`` scales also A's scales of each slot's rows; one block per tile reuses the ring for
-    C)."""
+    (persistent: ``c_buffers`` 16 x 128-byte boxes per consumer warp; with ``block`` scales also
+    each slot's scales; one block per tile reuses the ring for C)."""
     ring = cfg.stages * (cfg.bm + cfg.bn) * SPAN
     bars = 8 * (2 * cfg.stages + CONSUMER_WARPS + cfg.extra_barriers) + SWIZZLE_ALIGN
     if cfg.persistent:
-        return (bars + slot_words_bytes(cfg.stages) + ring
-                + (scale_rows_bytes(cfg.stages) if block else 0)
+        return (bars + ring + (scale_rows_bytes(cfg.stages) if block else 0)
                 + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES)
     c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
     return bars + max(ring, c_slabs)

@@ -30,7 +30,7 @@ from .config import (CONSUMER_REGS, CONSUMER_WARPS, C_BOX_BYTES, PRODUCER_REGS, 
 from .mainloop import slice_k, tile_mainloop, wgmma_parts
 from .prologue import meet, ring_setup, start_dependent
 from .ring import (SCALE_ROWS, Parts, ring, scale_rows, scale_rows_end, shared_views,
-                   slice_loader, slot_words)
+                   slice_loader)
 from .scales import BLOCK_K
 from .scheduler import cluster_place, raster
 
@@ -59,7 +59,6 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
                  # (with block scales, each slot's scales after the barriers)
                  BAR_BYTES=(scale_rows_end(S, CONSUMER_WARPS, cfg.extra_barriers) if BLOCK
                             else 8 * (NBARS + cfg.extra_barriers)),
-                 slot_words=slot_words(S, CONSUMER_WARPS, cfg.extra_barriers),
                  scale_rows=scale_rows(S, CONSUMER_WARPS, cfg.extra_barriers),
                  RING_BYTES=S * P.STAGE_BYTES,
                  tile_origin=raster(cfg.group_m, CM, cfg.bm, cfg.bn),
@@ -120,7 +119,7 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     views, tile_origin = F.views, F.tile_origin
     load_tile, producer_tail = F.R.load_tile, F.R.producer_tail
     load_tile_scaled, BLOCK = F.R.load_tile_scaled, F.BLOCK
-    slot_words, scale_rows = F.slot_words, F.scale_rows
+    scale_rows = F.scale_rows
     setup = ring_setup(S, empty_arrivals * CM, CONSUMER_WARPS)
     meet_all = meet(CM)
     place = cluster_place(CM)
@@ -165,8 +164,8 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
                         row_bytes = (min(SCALE_ROWS, m - row0) * 4 + 15) // 16 * 16
                         s, passes = load_tile_scaled(a_map, b_map, tiles, full, empty, row0,
                                                      col0, rank, 0, num_k, s, passes,
-                                                     slot_words()[0], scale_rows()[0], sb,
-                                                     col0 // BLOCK_K, sa, row_bytes)
+                                                     scale_rows()[0], sb, col0 // BLOCK_K, sa,
+                                                     row_bytes)
                     else:
                         s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,
                                               rank, 0, num_k, s, passes)

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..._frontend import cuda
 from ..._bridge import inline_device
+from .config import CONSUMER_THREADS, CONSUMER_WARPS
 from .epilogue import staged_epilogue
 from .frame import persistent_kernel, persistent_parts
 from .scales import BLOCK_K, promoting_mainloop, rowcol_scaler, tensor_alpha, thread_row
@@ -31,7 +32,7 @@ def kernel(cfg, spec):
     F = persistent_parts(cfg, spec)
     NACC = F.P.NACC
     views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
-    slot_words, scale_rows = F.slot_words, F.scale_rows
+    scale_rows = F.scale_rows
     store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
                                  F.P.HALVES, False, spec.epilogue)
     SCALE, TM = spec.scale, cfg.bm
@@ -65,7 +66,7 @@ def kernel(cfg, spec):
             r = thread_row(row0, cw, lane, TM)
             if PROMOTE:
                 s, passes = mma_promoted(acc, part, part2, tiles, full, empty, c, lane, 0, num_k, s,
-                                         passes, slot_words()[0], scale_rows()[0], r - row0)
+                                         passes, scale_rows()[0], r - row0)
             else:
                 s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s,
                                      passes, full, False)
@@ -74,4 +75,6 @@ def kernel(cfg, spec):
             boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
                                       col0, m, n, alpha, beta, words, old, boxes, loads, ep)
 
-    return persistent_kernel(cfg, F, consume)
+    # (block scales: every consumer thread releases each slot, after reading its scales)
+    return persistent_kernel(cfg, F, consume,
+                             empty_arrivals=CONSUMER_THREADS if SCALE == "block" else CONSUMER_WARPS)

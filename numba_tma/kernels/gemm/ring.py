@@ -20,12 +20,11 @@ the phase a wait expects).
 
 The dynamic shared memory starts with the barriers (:func:`shared_views`): the ``S`` full and
 ``S`` empty slot barriers, one per consumer warp for C's loads (``cbar``), then a variant's own;
-a block-scaled fp8 GEMM's then has one 4-byte word per slot (:func:`slot_words`), B's scale of
-the slice, and from the next 16-byte boundary ``SCALE_ROWS`` float32 per slot
-(:func:`scale_rows`), A's scales of the slice's rows, which its producer copies beside the tiles
-(``gmem.copy_async`` and a bulk copy, both completing on the slot's ``full`` barrier: the
-consumers read the scales from shared memory, not through loads in their loop). The ring starts
-at the first 1024-byte boundary after them (the 128B swizzle's period).
+a block-scaled fp8 GEMM's then has, from the next 16-byte boundary, ``SLOT_SCALES`` float32 per
+slot (:func:`scale_rows`): A's scales of the slice's rows and the 16 bytes of B's that hold the
+slice's, which its producer bulk-copies beside the tiles, completing on the slot's ``full``
+barrier (the consumers read the scales from shared memory, not through loads in their loop).
+The ring starts at the first 1024-byte boundary after them (the 128B swizzle's period).
 """
 
 import functools
@@ -34,10 +33,10 @@ import numpy as np
 
 from ..._frontend import cuda
 from ..._bridge import inline_device, tail
-from ... import bulk, cluster, gmem, intmath, mbarrier, tma
+from ... import bulk, cluster, intmath, mbarrier, tma
 
-__all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "SCALE_ROWS", "slice_loader", "slot_release",
-           "shared_views", "slot_words", "slot_words_bytes", "scale_rows", "scale_rows_bytes",
+__all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "SCALE_ROWS", "SLOT_SCALES", "slice_loader",
+           "slot_release", "shared_views", "scale_rows", "scale_rows_bytes",
            "scale_rows_end", "barrier_setup", "ring", "Parts"]
 
 SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
@@ -45,6 +44,7 @@ BK = 64                      # K per slice: one swizzle row of a K-major operand
 ATOM = 64                    # elements in one swizzled row: a K x 64 box of an M/N-major operand
 ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
 SCALE_ROWS = 128             # A's scales per slot: the rows of a block-scaled tile (bm)
+SLOT_SCALES = SCALE_ROWS + 4  # ... then the 16 bytes of B's scales that hold the slice's
 
 
 @functools.cache
@@ -136,49 +136,30 @@ def shared_views(stages, c_bars, extra_bars=0):
     return views
 
 
-def slot_words_bytes(stages):
-    """Bytes :func:`slot_words` takes after the barriers: a 4-byte word per slot, in whole
-    8-byte barrier words."""
-    return 8 * ((stages + 1) // 2)
-
-
-@functools.cache
-def slot_words(stages, c_bars, extra_bars=0):
-    """``words()``: ``(w,)``, ``w`` the ``stages`` float32 words after :func:`shared_views`'
-    barriers, one per ring slot (in a tuple, as numba returns a view made in a device
-    function)."""
-    first = 2 * (2 * stages + c_bars + extra_bars)         # (in 4-byte words)
-
-    @inline_device
-    def words():
-        dynf = cuda.shared.array(0, np.float32)
-        return (dynf[first:first + stages],)
-    return words
-
-
 def _scale_rows_offset(stages, c_bars, extra_bars):
-    # (bytes: after the barriers and slot words, at a 16-byte boundary, a bulk copy's)
-    return (8 * (2 * stages + c_bars + extra_bars) + slot_words_bytes(stages) + 15) // 16 * 16
+    # (bytes: after the barriers, at a 16-byte boundary, a bulk copy's)
+    return (8 * (2 * stages + c_bars + extra_bars) + 15) // 16 * 16
 
 
 def scale_rows_bytes(stages):
-    """Bytes :func:`scale_rows` takes after the slot words, at most (with the boundary's
+    """Bytes :func:`scale_rows` takes after the barriers, at most (with the boundary's
     padding)."""
-    return 8 + 4 * SCALE_ROWS * stages
+    return 8 + 4 * SLOT_SCALES * stages
 
 
 def scale_rows_end(stages, c_bars, extra_bars=0):
     """The byte offset where :func:`scale_rows` ends (the barrier area's size with them)."""
-    return _scale_rows_offset(stages, c_bars, extra_bars) + 4 * SCALE_ROWS * stages
+    return _scale_rows_offset(stages, c_bars, extra_bars) + 4 * SLOT_SCALES * stages
 
 
 @functools.cache
 def scale_rows(stages, c_bars, extra_bars=0):
-    """``rows()``: ``(r,)``, ``r`` the ``stages * SCALE_ROWS`` float32 after :func:`slot_words`
-    (from a 16-byte boundary): slot ``s``'s A scales at ``r[s * SCALE_ROWS:]``, one per row of
-    the tile."""
+    """``rows()``: ``(r,)``, ``r`` the ``stages * SLOT_SCALES`` float32 after the barriers
+    (from a 16-byte boundary): slot ``s``'s A scales at
+    ``r[s * SLOT_SCALES:]``, one per row of the tile, then the four B scales of K blocks
+    ``kt & ~3 ..`` (of slice ``kt`` in the slot) at ``r[s * SLOT_SCALES + SCALE_ROWS:]``."""
     first = _scale_rows_offset(stages, c_bars, extra_bars) // 4
-    count = SCALE_ROWS * stages
+    count = SLOT_SCALES * stages
 
     @inline_device
     def rows():
@@ -256,18 +237,20 @@ def ring(stages, stage_bytes, issue_slot, ctas):
 
     @inline_device
     def load_tile_scaled(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes,
-                         words, rows, sb, nb, sat, row_bytes):
-        # load_tile, each slice's block scales copied into its slot on the slot's full barrier
-        # (whose phase then also waits for them): B's sb[nb, kt] into its word, A's
-        # sat[kt, row0:] (``row_bytes`` of them, a multiple of 16) into its rows.
+                         rows, sb, nb, sat, row_bytes):
+        # load_tile, each slice's block scales bulk-copied into its slot on the slot's full
+        # barrier (whose phase then also waits for them): A's sat[kt, row0:] (``row_bytes``, a
+        # multiple of 16) and the 16 bytes of sb[nb, :] that hold B's sb[nb, kt].
+        b_scales = sb[nb]                 # (B's scale of slice kt: b_scales[kt])
+        a_scales = sat[:, row0]           # (A's of slice kt from a_scales[kt]: a column)
         for kt in range(kt0, kt1):
             producer_acquire(empty, s, passes)
             bar = tail(full, s)
-            gmem.copy_async(tail(words, s), sb[nb, kt:], 4)
-            gmem.copy_async_arrive(bar)
-            mbarrier.expect_tx(bar, row_bytes)      # (before the commit's arrive completes it)
-            bulk.copy_global_to_shared(tail(rows, s * SCALE_ROWS), tail(sat[kt], row0),
-                                       row_bytes, bar)
+            slot = tail(rows, s * SLOT_SCALES)
+            mbarrier.expect_tx(bar, row_bytes + 16)    # (before the commit's arrive completes it)
+            bulk.copy_global_to_shared(slot, tail(a_scales, kt), row_bytes, bar)
+            bulk.copy_global_to_shared(tail(slot, SCALE_ROWS), tail(b_scales, kt - (kt & 3)),
+                                       16, bar)
             producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
             s, passes = next_slot(s, passes)
         return s, passes

@@ -10,17 +10,17 @@ The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any stride
 - ``"block"``: DeepSeek's recipe, always promoted (below). ``sa[kb, r]`` per 128-deep K block
   ``kb`` and row of A (the kernel takes A's scales K block by row, each block's rows padded to
   whole 16 bytes: ``matmul_fp8`` passes ``scale_a`` itself where it has that layout, else a copy
-  made by :func:`stage_a_scales`), ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A
+  made by :func:`stage_scales`), ``sb[nb, kb]`` per 128 x 128 block of B (N block ``nb``). A
   ring slice is exactly one K block (128 fp8 elements), so each slice's wgmmas write a fresh
   partial product into registers of their own, which the consumer adds into the fp32
   accumulators times ``sa * sb`` (:func:`promoting_mainloop`): the two-level accumulation that
-  keeps a long K's sum at fp32 precision. The producer copies each slice's scales into its slot
-  beside the tiles: A's of the tile's 128 rows in one bulk copy, B's (one number: a tile's
-  columns lie in one N block, ``bn`` dividing 128) with ``gmem.copy_async``, both completing on
-  the slot's ``full`` barrier (:func:`.ring.scale_rows`, :func:`.ring.slot_words`). The
-  consumers read them from shared memory: loads from global memory in their loop stalled it on
-  global memory's latency (ptxas moved B's warp-uniform one into a uniform register right after
-  its load), and A's loads two slices ahead of their use still cost more than the copies.
+  keeps a long K's sum at fp32 precision. The producer bulk-copies each slice's scales into its slot
+  beside the tiles, completing on the slot's ``full`` barrier (:func:`.ring.scale_rows`): A's
+  of the tile's 128 rows, and the 16 bytes of B's row ``nb`` that hold the slice's (a tile's
+  columns lie in one N block, ``bn`` dividing 128; the kernel takes B's scales with each N
+  block's K blocks contiguous, in whole 16 bytes: ``matmul_fp8`` passes ``scale_b`` itself
+  where it has that layout, else a copy). The consumers read them from shared memory: loads
+  from global memory in their loop stalled it on global memory's latency.
 
 Row and column indices past M or N are clamped to the last one: those rows and columns of C are
 never stored, and the clamp keeps every load inside the scale arrays.
@@ -34,10 +34,10 @@ from ..._frontend import cuda
 from ..._bridge import inline_device, tail
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
-from .ring import SCALE_ROWS
+from .ring import SCALE_ROWS, SLOT_SCALES
 
 __all__ = ["SCALE_MODES", "BLOCK_K", "thread_row", "tensor_alpha", "rowcol_scaler",
-           "rowcol_packer", "promoting_mainloop", "stage_a_scales", "stage_grid"]
+           "rowcol_packer", "promoting_mainloop", "stage_scales", "stage_grid"]
 
 SCALE_MODES = ("tensor", "row", "block")
 BLOCK_K = 128           # K (and N, for B) per block scale: one fp8 ring slice
@@ -106,9 +106,9 @@ def rowcol_packer(nacc, out_kind):
     return pack_tile
 
 
-def _stage_a_scales(src, dst, m):
-    # dst[j, r] = src[min(r, m - 1), j]: A's block scales (M, kb), any strides, K block by row
-    # (rows past M repeat the last; the kernel never stores them).
+def _stage_scales(src, dst, m):
+    # dst[j, r] = src[min(r, m - 1), j]: block scales (m, kb), any strides, K block by row (by
+    # column for B's, given transposed); rows past m repeat the last (never read for C).
     r = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if r < dst.shape[1]:
         for j in range(cuda.blockIdx.y, dst.shape[0], cuda.gridDim.y):
@@ -119,32 +119,33 @@ STAGE_THREADS = 256
 
 
 @functools.cache
-def stage_a_scales():
-    """The :class:`~numba_tma.launch.DirectKernel` ``(src, dst, m)`` that copies A's block
-    scales ``src`` (M, kb; any strides) into ``dst`` (kb, M'), the order the producer copies
-    them from (:func:`.ring.scale_rows`), for a ``scale_a`` of another layout."""
+def stage_scales():
+    """The :class:`~numba_tma.launch.DirectKernel` ``(src, dst, m)`` that copies block scales
+    ``src`` (m, kb; any strides) into ``dst`` (kb, m'), whole 16 bytes per K block: the order
+    the producer bulk-copies A's from (and, given B's ``(nb, kb)`` transposed, B's), for a
+    ``scale_a`` or ``scale_b`` of another layout."""
     from ...launch import DirectKernel
 
-    return DirectKernel(cuda.jit(_stage_a_scales), "void(float32[:, :], float32[:, ::1], int64)",
-                        key="stage_a_scales")
+    return DirectKernel(cuda.jit(_stage_scales), "void(float32[:, :], float32[:, ::1], int64)",
+                        key="stage_scales")
 
 
 def stage_grid(rows, kb):
-    """``(grid, block)`` of :func:`stage_a_scales` for ``rows`` x ``kb`` scales."""
+    """``(grid, block)`` of :func:`stage_scales` for ``rows`` x ``kb`` scales."""
     return ((rows + STAGE_THREADS - 1) // STAGE_THREADS, min(kb, 65535), 1), (STAGE_THREADS, 1, 1)
 
 
 @functools.cache
 def promoting_mainloop(parts, ring, scaled):
     """Two-level accumulation: ``mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0,
-    kt1, s, passes, words, rows, lr)``, a consumer's product over K slices ``kt0..kt1`` of one
+    kt1, s, passes, rows, lr)``, a consumer's product over K slices ``kt0..kt1`` of one
     tile (one m64 half). Each slice's wgmma group writes a fresh partial product into ``part``
     or ``part2`` in turn, and is added into the fp32 ``acc`` while the next slice's group runs
     (``wait_group(1)``): times its block scales with ``scaled``, else as it is. The scales are
-    in the slice's slot: B's in ``words[s]`` (:func:`.ring.slot_words`), A's of the tile's
-    rows at ``rows[s * SCALE_ROWS:]`` (:func:`.ring.scale_rows`), of which the thread's two
-    rows are ``lr`` and ``lr + 8``; each lane reads its own under the slice's wgmmas. Each slot
-    is given back once its group retired and every lane of the warp has read its scales.
+    in the slice's slot (:func:`.ring.scale_rows`): the thread's two rows' of A at ``lr`` and
+    ``lr + 8``, B's at ``SCALE_ROWS + kt % 4``; each lane reads its own under the slice's
+    wgmmas, and every lane releases the slot (its reads ordered before its own arrival) once
+    the slot's group retired.
     Returns the ring position.
     """
     NACC = parts.NACC
@@ -154,11 +155,12 @@ def promoting_mainloop(parts, ring, scaled):
     next_slot = ring.next_slot
 
     @inline_device
-    def slice_scales(words, rows, s, lr):
-        # Slice s's scales: A's of the thread's rows, B's.
+    def slice_scales(rows, s, lr, kt):
+        # The scales of slice kt, in slot s: A's of the thread's rows, B's.
         if scaled:
-            r = tail(rows, s * SCALE_ROWS + lr)
-            return r[0], r[8], tail(words, s)[0]
+            a = tail(rows, s * SLOT_SCALES + lr)
+            b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & 3))
+            return a[0], a[8], b[0]
         one = np.float32(1)
         return one, one, one
 
@@ -178,54 +180,53 @@ def promoting_mainloop(parts, ring, scaled):
 
     @inline_device
     def retire(acc, older, empty, lane, ps, f, pending):
-        # Wait until only `pending` groups run: older's has retired; give its slot back once
-        # every lane has read its scales (the warp's sync orders their reads before lane 0's
-        # release), and add it in, times its scales f.
+        # Wait until only `pending` groups run: older's has retired; give its slot back (with
+        # scales, every lane: its own reads of them come before its arrival) and add it in,
+        # times its scales f.
         wgmma.wait_group(pending)
         wgmma.fence_operand(older, NACC)
         if scaled:
-            cuda.syncwarp()
-        if lane == 0:
+            consumer_release(empty, ps)
+        elif lane == 0:
             consumer_release(empty, ps)
         promote(acc, older, f)
 
     @inline_device
-    def step(acc, older, newer, tiles, full, empty, c, lane, s, passes, ps, f, words, rows, lr):
-        # Issue the slice in slot s into newer and read its scales; promote the slice before
-        # it (slot ps, in older, scales f) under its wgmmas. Returns the slice's scales.
+    def step(acc, older, newer, tiles, full, empty, c, lane, s, passes, ps, f, rows, lr, kt):
+        # Issue slice kt (slot s) into newer and read its scales; promote the slice before it
+        # (slot ps, in older, scales f) under its wgmmas. Returns the slice's scales.
         consumer_wait(full, s, passes)
         mma_issue(newer, tiles, s, c, True)
-        g = slice_scales(words, rows, s, lr)
+        g = slice_scales(rows, s, lr, kt)
         retire(acc, older, empty, lane, ps, f, 1)
         return g
 
     @inline_device
-    def mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, words,
-                 rows, lr):
+    def mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, rows, lr):
         for i in range(NACC):
             acc[i] = 0.0
         if kt0 >= kt1:
             return s, passes
         consumer_wait(full, s, passes)
         mma_issue(part, tiles, s, c, True)
-        f = slice_scales(words, rows, s, lr)
+        f = slice_scales(rows, s, lr, kt0)
         ps = s
         s, passes = next_slot(s, passes)
         kt = kt0 + 1
         # two slices a trip, so that each buffer is named by constants (registers)
         while kt + 1 < kt1:
-            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, f, words,
-                     rows, lr)
+            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, f, rows, lr,
+                     kt)
             ps = s
             s, passes = next_slot(s, passes)
-            f = step(acc, part2, part, tiles, full, empty, c, lane, s, passes, ps, f, words,
-                     rows, lr)
+            f = step(acc, part2, part, tiles, full, empty, c, lane, s, passes, ps, f, rows, lr,
+                     kt + 1)
             ps = s
             s, passes = next_slot(s, passes)
             kt += 2
         if kt < kt1:
-            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, f, words,
-                     rows, lr)
+            f = step(acc, part, part2, tiles, full, empty, c, lane, s, passes, ps, f, rows, lr,
+                     kt)
             ps = s
             s, passes = next_slot(s, passes)
             retire(acc, part2, empty, lane, ps, f, 0)
