@@ -84,20 +84,20 @@ def slice_loader(bm, bn, cm, a_kmajor, b_kmajor, cn=1, bk=BK):
         a_rank = rank if cn > 1 else 0
         if a_kmajor:
             r0 = a_rank * a_part_rows
-            load_a(tiles[off + r0 * SPAN:], a_map, (row0 + r0, kx), bar)
+            load_a(tail(tiles, off + r0 * SPAN), a_map, (row0 + r0, kx), bar)
         else:
             for q in range(a_part_boxes):
                 j = a_rank * a_part_boxes + q
-                load_a(tiles[off + j * ATOM_BYTES:], a_map, (kx, row0 + j * ATOM), bar)
+                load_a(tail(tiles, off + j * ATOM_BYTES), a_map, (kx, row0 + j * ATOM), bar)
         boff = off + a_bytes
         b_rank = rank if cm > 1 else 0
         if b_kmajor:
             r0 = b_rank * b_part_rows
-            load_b(tiles[boff + r0 * SPAN:], b_map, (col0 + r0, kx), bar)
+            load_b(tail(tiles, boff + r0 * SPAN), b_map, (col0 + r0, kx), bar)
         else:
             for q in range(b_part_boxes):
                 j = b_rank * b_part_boxes + q
-                load_b(tiles[boff + j * ATOM_BYTES:], b_map, (kx, col0 + j * ATOM), bar)
+                load_b(tail(tiles, boff + j * ATOM_BYTES), b_map, (kx, col0 + j * ATOM), bar)
 
     return load
 
