@@ -241,17 +241,21 @@ def ring(stages, stage_bytes, issue_slot, ctas):
         # load_tile, each slice's block scales bulk-copied into its slot on the slot's full
         # barrier (whose phase then also waits for them): A's sat[kt, row0:] (``row_bytes``, a
         # multiple of 16) and the 16 bytes of sb[nb, :] that hold B's sb[nb, kt].
-        b_scales = sb[nb]                 # (B's scale of slice kt: b_scales[kt])
-        a_scales = sat[:, row0]           # (A's of slice kt from a_scales[kt]: a column)
+        # (each a running view, moved by an add per slice rather than indexed by a multiply:
+        # A's from sat[kt, row0], B's 16 bytes from sb[nb, kt - kt % 4])
+        a_scales = tail(sat[:, row0], kt0)
+        b_scales = tail(sb[nb], kt0 - (kt0 & 3))
         for kt in range(kt0, kt1):
             producer_acquire(empty, s, passes)
             bar = tail(full, s)
             slot = tail(rows, s * SLOT_SCALES)
             mbarrier.expect_tx(bar, row_bytes + 16)    # (before the commit's arrive completes it)
-            bulk.copy_global_to_shared(slot, tail(a_scales, kt), row_bytes, bar)
-            bulk.copy_global_to_shared(tail(slot, SCALE_ROWS), tail(b_scales, kt - (kt & 3)),
-                                       16, bar)
+            bulk.copy_global_to_shared(slot, a_scales, row_bytes, bar)
+            bulk.copy_global_to_shared(tail(slot, SCALE_ROWS), b_scales, 16, bar)
             producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
+            a_scales = tail(a_scales, 1)
+            if (kt & 3) == 3:
+                b_scales = tail(b_scales, 4)
             s, passes = next_slot(s, passes)
         return s, passes
 
