@@ -285,7 +285,8 @@ FORCED = [(OVERLAPPED[WIDE], "row", True), (OVERLAPPED[WIDE], "tensor", True),
 
 @pytest.mark.parametrize("cfg, mode, fast", FORCED,
                          ids=lambda x: repr(x) if isinstance(x, WgmmaConfig) else str(x))
-@pytest.mark.parametrize("shape", [(2048, 4096, 512), (2000, 3992, 528)],
+# (1100 rows: nine row tiles, so a 2-CTA cluster's last pair has a tile past M)
+@pytest.mark.parametrize("shape", [(2048, 4096, 512), (2000, 3992, 528), (1100, 1000, 528)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_forced_configs_exact(cfg, mode, fast, shape):
     a, b, sa, sb = problem(*shape, mode=mode)

@@ -160,12 +160,19 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
                     row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
                     unit += nclusters
                     if BLOCK:
-                        # (sa: A's scales K block by row, rows padded to whole 16 bytes)
-                        row_bytes = (min(SCALE_ROWS, m - row0) * 4 + 15) // 16 * 16
+                        # (sa: A's scales K block by row, rows padded to whole 16 bytes; a
+                        # cluster's second CTA holds a tile past M where the row tiles are odd
+                        # in number: it copies the last 16 bytes of rows, never stored, so
+                        # that its slots complete as the others')
+                        rows_in = min(SCALE_ROWS, m - row0)
+                        srow = row0
+                        if rows_in <= 0:
+                            rows_in = 4
+                            srow = sa.shape[1] - 4
                         s, passes = load_tile_scaled(a_map, b_map, tiles, full, empty, row0,
                                                      col0, rank, 0, num_k, s, passes,
-                                                     scale_rows()[0], sb, col0 // BLOCK_K, sa,
-                                                     row_bytes)
+                                                     scale_rows()[0], sb[col0 // BLOCK_K],
+                                                     sa[:, srow], (rows_in * 4 + 15) // 16 * 16)
                     else:
                         s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,
                                               rank, 0, num_k, s, passes)

@@ -237,14 +237,15 @@ def ring(stages, stage_bytes, issue_slot, ctas):
 
     @inline_device
     def load_tile_scaled(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes,
-                         rows, sb, nb, sat, row_bytes):
+                         rows, b_scales, a_scales, row_bytes):
         # load_tile, each slice's block scales bulk-copied into its slot on the slot's full
-        # barrier (whose phase then also waits for them): A's sat[kt, row0:] (``row_bytes``, a
-        # multiple of 16) and the 16 bytes of sb[nb, :] that hold B's sb[nb, kt].
-        # (each a running view, moved by an add per slice rather than indexed by a multiply:
-        # A's from sat[kt, row0], B's 16 bytes from sb[nb, kt - kt % 4])
-        a_scales = tail(sat[:, row0], kt0)
-        b_scales = tail(sb[nb], kt0 - (kt0 & 3))
+        # barrier (whose phase then also waits for them): ``row_bytes`` (a multiple of 16) of
+        # A's from a_scales[kt] (a column of the K-block-by-row scales: the tile's first row
+        # of each K block) and the 16 bytes of b_scales (B's of the tile's N block, K blocks
+        # contiguous) that hold b_scales[kt]. Each view is moved on by an add per slice rather
+        # than indexed by a multiply.
+        a_scales = tail(a_scales, kt0)
+        b_scales = tail(b_scales, kt0 - (kt0 & 3))
         for kt in range(kt0, kt1):
             producer_acquire(empty, s, passes)
             bar = tail(full, s)
