@@ -54,14 +54,13 @@ import dataclasses
 import functools
 import os
 import sys
-import time
 
 
 # This checkout's numba_tma first (an older installed copy is never benched by mistake).
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from numba_tma import bench  # noqa: E402
-from numba_tma.bench.baselines import (cublas_matmul, cuda_kernels, triton_config_label,  # noqa: E402
-                                       triton_matmul)
+from numba_tma.bench.baselines import (cublas_matmul, cuda_kernels, gemm_session,  # noqa: E402
+                                       triton_config_label)
 
 BENCH = "gemm"
 GEMM_DTYPES = ("float16", "bfloat16")          # the input dtypes a run can ask for
@@ -475,15 +474,10 @@ def main(argv=None):
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(args.seed if args.seed is not None else int(time.time()))
-    tune_triton, triton_why = triton_matmul()
-    env = bench.gpu_environment()
+    gen, tune_triton, env, hold = gemm_session(torch, args.seed, HOLD_CYCLES)
     print(f"# {env['gpu']} (cc {env['compute_capability']}, {env['sm_count']} SMs), driver "
           f"{env['driver']}; {', '.join(args.dtypes)} inputs; median of {args.iters} runs after "
           f"{args.warmup} warm-ups, {args.rounds} rounds")
-    if tune_triton is None:
-        bench.log(f"no Triton baseline (optional: pip install triton): {triton_why}")
     try:
         table = kernels(torch, args.configs)
         names = bench.select_names(table, args.kernels)
@@ -491,7 +485,6 @@ def main(argv=None):
         bench.log(str(exc))
         return 2
     names += [name for name, _ in args.configs if name not in names]
-    hold = (lambda: torch.cuda._sleep(HOLD_CYCLES)) if hasattr(torch.cuda, "_sleep") else None
     results, failed = [], False
     for shape in args.shapes:
         run = ShapeRun(torch, shape, gen)

@@ -18,10 +18,9 @@ the float32 product.
 
 import argparse
 import sys
-import time
 
 import numba_tma.bench as bench
-from numba_tma.bench.baselines import triton_matmul, triton_matmul_epilogue
+from numba_tma.bench.baselines import gemm_session, triton_matmul_epilogue
 
 BENCH = "gemm_epilogue"
 DEFAULT_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048)]
@@ -199,16 +198,10 @@ def main(argv=None):
                   gpu="to run its GEMMs", hopper=True, plot=args.plot)
     import torch
 
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(args.seed if args.seed is not None else int(time.time()))
-    tune_triton, triton_why = triton_matmul()
-    if tune_triton is None:
-        bench.log(f"no Triton baseline (optional: pip install triton): {triton_why}")
-    env = bench.gpu_environment()
+    gen, tune_triton, env, hold = gemm_session(torch, args.seed, HOLD_CYCLES)
     print(f"# {env['gpu']} (cc {env['compute_capability']}, {env['sm_count']} SMs), driver "
           f"{env['driver']}; median of {args.iters} runs after {args.warmup} warm-ups, "
           f"{args.rounds} rounds; TFLOP/s of the GEMM's 2MNK")
-    hold = (lambda: torch.cuda._sleep(HOLD_CYCLES)) if hasattr(torch.cuda, "_sleep") else None
     results = []
     for shape in args.shapes:
         for dtype_name in args.dtypes:

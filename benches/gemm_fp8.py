@@ -15,10 +15,9 @@ matmul() result is compared with torch's (bf16 outputs, relative to the largest 
 import argparse
 import math
 import sys
-import time
 
 import numba_tma.bench as bench
-from numba_tma.bench.baselines import triton_matmul
+from numba_tma.bench.baselines import gemm_session
 
 BENCH = "gemm_fp8"
 DEFAULT_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 4096),
@@ -214,16 +213,10 @@ def main(argv=None):
                   gpu="to run its GEMMs", hopper=True, plot=args.plot)
     import torch
 
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(args.seed if args.seed is not None else int(time.time()))
-    tune_triton, triton_why = triton_matmul()
-    if tune_triton is None:
-        bench.log(f"no Triton baseline (optional: pip install triton): {triton_why}")
-    env = bench.gpu_environment()
+    gen, tune_triton, env, hold = gemm_session(torch, args.seed, HOLD_CYCLES)
     print(f"# {env['gpu']} (cc {env['compute_capability']}, {env['sm_count']} SMs), driver "
           f"{env['driver']}; e4m3 inputs, bf16 out; median of {args.iters} runs after "
           f"{args.warmup} warm-ups, {args.rounds} rounds")
-    hold = (lambda: torch.cuda._sleep(HOLD_CYCLES)) if hasattr(torch.cuda, "_sleep") else None
     results = []
     for shape in args.shapes:
         results += run_shape(torch, args, gen, shape, hold, tune_triton)

@@ -19,7 +19,8 @@ import functools
 
 import numpy as np
 
-from .env import import_optional
+from .env import gpu_environment, import_optional
+from .report import log
 
 COPY = "copy"
 
@@ -444,3 +445,24 @@ def triton_config_label(config):
     kw = config.kwargs
     return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{config.num_stages} "
             f"w{config.num_warps}")
+
+
+def gemm_session(torch, seed, hold_cycles):
+    """What a GEMM bench sets up before its shapes: ``(gen, tune_triton, env, hold)``.
+
+    ``gen``: a CUDA ``torch.Generator`` seeded with ``seed`` (the time where None);
+    ``tune_triton``: :func:`triton_matmul`'s tuner, or None where Triton is missing (logged:
+    the baseline is optional); ``env``: :func:`~numba_tma.bench.env.gpu_environment`;
+    ``hold``: queues ``hold_cycles`` GPU clocks of waiting (``torch.cuda._sleep``) before a
+    timed batch, so its launches queue behind it and its events time the kernels alone (None
+    where this torch lacks ``_sleep``)."""
+    import time
+
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed if seed is not None else int(time.time()))
+    tune_triton, why = triton_matmul()
+    if tune_triton is None:
+        log(f"no Triton baseline (optional: pip install triton): {why}")
+    hold = ((lambda: torch.cuda._sleep(hold_cycles)) if hasattr(torch.cuda, "_sleep")
+            else None)
+    return gen, tune_triton, gpu_environment(), hold
