@@ -76,5 +76,5 @@ def kernel(cfg, spec):
                                       col0, m, n, alpha, beta, words, old, boxes, loads, ep)
 
     # (block scales: every consumer thread releases each slot, after reading its scales)
-    return persistent_kernel(cfg, F, consume,
-                             empty_arrivals=CONSUMER_THREADS if SCALE == "block" else CONSUMER_WARPS)
+    releases = CONSUMER_THREADS if SCALE == "block" else CONSUMER_WARPS
+    return persistent_kernel(cfg, F, consume, empty_arrivals=releases)

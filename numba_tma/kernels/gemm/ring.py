@@ -155,9 +155,9 @@ def scale_rows_end(stages, c_bars, extra_bars=0):
 @functools.cache
 def scale_rows(stages, c_bars, extra_bars=0):
     """``rows()``: ``(r,)``, ``r`` the ``stages * SLOT_SCALES`` float32 after the barriers
-    (from a 16-byte boundary): slot ``s``'s A scales at
-    ``r[s * SLOT_SCALES:]``, one per row of the tile, then the four B scales of K blocks
-    ``kt & ~3 ..`` (of slice ``kt`` in the slot) at ``r[s * SLOT_SCALES + SCALE_ROWS:]``."""
+    (from a 16-byte boundary): slot ``s``'s A scales at ``r[s * SLOT_SCALES:]``, one per row of
+    the tile, then the four B scales of K blocks ``kt & ~3 ..`` (of slice ``kt`` in the slot)
+    at ``r[s * SLOT_SCALES + SCALE_ROWS:]``."""
     first = _scale_rows_offset(stages, c_bars, extra_bars) // 4
     count = SLOT_SCALES * stages
 

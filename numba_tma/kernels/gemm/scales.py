@@ -14,9 +14,9 @@ The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any stride
   ring slice is exactly one K block (128 fp8 elements), so each slice's wgmmas write a fresh
   partial product into registers of their own, which the consumer adds into the fp32
   accumulators times ``sa * sb`` (:func:`promoting_mainloop`): the two-level accumulation that
-  keeps a long K's sum at fp32 precision. The producer bulk-copies each slice's scales into its slot
-  beside the tiles, completing on the slot's ``full`` barrier (:func:`.ring.scale_rows`): A's
-  of the tile's 128 rows, and the 16 bytes of B's row ``nb`` that hold the slice's (a tile's
+  keeps a long K's sum at fp32 precision. The producer bulk-copies each slice's scales into its
+  slot beside the tiles, completing on the slot's ``full`` barrier (:func:`.ring.scale_rows`):
+  A's of the tile's 128 rows, and the 16 bytes of B's row ``nb`` that hold the slice's (a tile's
   columns lie in one N block, ``bn`` dividing 128; the kernel takes B's scales with each N
   block's K blocks contiguous, in whole 16 bytes: ``matmul_fp8`` passes ``scale_b`` itself
   where it has that layout, else a copy). The consumers read them from shared memory: loads
