@@ -1,0 +1,203 @@
+"""numba-cuda-mlir's forms of :mod:`numba_tma._frontend`'s names (see its docstring): the public
+API from ``numba_cuda_mlir``, the extension API bound to numba_tma's own typing registry, the
+internals under ``numba_cuda_mlir.numba_cuda.`` (the numba-cuda it bundles), and the IR
+intrinsics as MLIR (LLVM dialect) lowerings.
+
+Local workarounds of numba-cuda-mlir 0.6.0 defects are applied at import, each named in
+``docs/front_ends.md``.
+"""
+
+import importlib
+
+from numba_cuda_mlir import cuda, types
+from numba_cuda_mlir import extending as _ext
+from numba_cuda_mlir.cuda import libdevice
+from numba_cuda_mlir.numba_cuda.core import config as _config, errors
+from numba_cuda_mlir.numba_cuda.np.numpy_support import from_dtype
+
+__all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
+           "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
+           "globaltimer", "address_int", "as_u64", "as_u32"]
+
+intrinsic = _ext.intrinsic
+
+
+class _Config:
+    """The bundled numba-cuda's config, plus numba-cuda's ``ENABLE_CUDASIM`` that numba_tma's
+    simulator branches read: numba-cuda-mlir has no simulator."""
+
+    ENABLE_CUDASIM = False
+
+    def __getattr__(self, name):
+        return getattr(_config, name)
+
+
+config = _Config()
+
+# numba-cuda-mlir's overload and register_jitable need a typing registry; numba_tma's
+# declarations go in the one its compiler contexts already load (the extension API's), so they
+# keep numba-cuda's call form. (Each registration refreshes the contexts itself.)
+_TYPING = _ext.typing_registry
+
+
+def overload(func, *args, **kwargs):
+    """``numba_cuda_mlir.extending.overload`` on that typing registry."""
+    kwargs.setdefault("typing_registry", _TYPING)
+    return _ext.overload(func, *args, **kwargs)
+
+
+def register_jitable(*args, **kwargs):
+    """``numba_cuda_mlir.extending.register_jitable`` on that typing registry."""
+    kwargs.setdefault("typing_registry", _TYPING)
+    return _ext.register_jitable(*args, **kwargs)
+
+
+# ------------------------------------------------------------------ internals, loaded lazily
+_NC = "numba_cuda_mlir.numba_cuda."
+_LAZY = {
+    # name: (module, attribute or None for the module itself)
+    "driver": (_NC + "cudadrv.driver", "driver"),
+    "driver_module": (_NC + "cudadrv.driver", None),
+    "binding": (_NC + "cudadrv.driver", "binding"),
+    "MemoryPointer": (_NC + "cudadrv.driver", "MemoryPointer"),
+    "CudaAPIError": (_NC + "cudadrv.driver", "CudaAPIError"),
+    "CudaDriverError": (_NC + "cudadrv.error", "CudaDriverError"),
+    "DeviceNDArray": (_NC + "cudadrv.devicearray", "DeviceNDArray"),
+    "DeviceNDArrayBase": (_NC + "cudadrv.devicearray", "DeviceNDArrayBase"),
+    "LinkableCode": (_NC + "cudadrv.linkable_code", "LinkableCode"),
+    "nvrtc": (_NC + "cudadrv.nvrtc", None),
+    "compiler": (_NC + "compiler", None),
+    "dispatcher": (_NC + "dispatcher", None),
+    "Kernel": (_NC + "dispatcher", "_Kernel"),
+    "global_compiler_lock": (_NC + "core.compiler_lock", "global_compiler_lock"),
+    "rewrites": (_NC + "core.rewrites", None),
+    "sigutils": (_NC + "core.sigutils", None),
+    "NumbaPerformanceWarning": (_NC + "core.errors", "NumbaPerformanceWarning"),
+    "bundled_transpose": (_NC + "kernels.transpose", None),
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+# ------------------------------------------------------------------- the IR intrinsics
+# MLIR codegen: (builder: MLIRLower, target, args, kwargs); numba-cuda-mlir runs it only for a
+# codegen defined outside its vendored numba-cuda. An array is a memref whose LLVM form is the
+# descriptor {allocated ptr, aligned ptr, offset, sizes[n], strides[n]} (offset and strides in
+# elements).
+def _mlir():
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir._mlir.dialects import builtin, llvm
+    from numba_cuda_mlir import lowering_utilities as lu
+    return ir, builtin, llvm, lu
+
+
+@intrinsic
+def address_of(typingctx, arr):
+    """Generic address of ``arr``'s first element (a ``void*``), for the C wrappers' pointer
+    operands (as numba-cuda's form: the aligned pointer plus the memref's offset)."""
+    if not isinstance(arr, types.Array):
+        raise errors.TypingError(f"expected a numba array, got {arr}")
+
+    def codegen(builder, target, args, kwargs):
+        _, _, _, lu = _mlir()
+        ary, = builder.load_vars(args)
+        builder.store_var(target, lu.memref_data_pointer(ary))
+
+    return types.voidptr(arr), codegen
+
+
+@intrinsic
+def tail(typingctx, arr, i):
+    """``arr[i:]`` of a 1-D array without slice normalisation; the caller guarantees
+    ``0 <= i <= len(arr)`` (see numba-cuda's form)."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1):
+        raise errors.TypingError(f"tail: expected a 1-D numba array, got {arr}")
+    if not isinstance(i, types.Integer):
+        raise errors.TypingError(f"tail: expected an integer start, got {i}")
+
+    def codegen(builder, target, args, kwargs):
+        ir, builtin, llvm, lu = _mlir()
+        ary, idx = builder.load_vars(args)
+        i64 = ir.IntegerType.get_signless(64)
+        idx = lu.convert(idx, i64, signed=i.signed)
+        mr_type = ary.type
+        desc_type = lu.memref_descriptor_type(1)
+        desc = builtin.unrealized_conversion_cast([desc_type], [ary])
+        # Moving the offset, not the pointer, keeps the pointer's provenance (its address
+        # space) for LLVM and works for every layout: the offset counts elements.
+        offset = llvm.extractvalue(i64, desc, [2])
+        stride = llvm.extractvalue(i64, desc, [4, 0])
+        size = llvm.extractvalue(i64, desc, [3, 0])
+        offset = llvm.add(offset, llvm.mul(idx, stride))
+        desc = llvm.insertvalue(desc, offset, [2])
+        desc = llvm.insertvalue(desc, llvm.sub(size, idx), [3, 0])
+        builder.store_var(target, builtin.unrealized_conversion_cast([mr_type], [desc]))
+
+    return arr(arr, i), codegen
+
+
+@intrinsic
+def trap(typingctx):
+    """PTX ``trap;`` (SASS ``BPT.TRAP``): ends the kernel with an error. Any thread."""
+    def codegen(builder, target, args, kwargs):
+        _, _, llvm, _ = _mlir()
+        llvm.inline_asm(None, [], "trap;", "", has_side_effects=True)
+
+    return types.void(), codegen
+
+
+@intrinsic
+def globaltimer(typingctx):
+    """The GPU's nanosecond clock, PTX ``%globaltimer`` (uint64). Any thread."""
+    def codegen(builder, target, args, kwargs):
+        ir, _, llvm, _ = _mlir()
+        builder.store_var(target, llvm.inline_asm(
+            ir.IntegerType.get_signless(64), [], "mov.u64 $0, %globaltimer;", "=l",
+            has_side_effects=True))
+
+    return types.uint64(), codegen
+
+
+@intrinsic
+def address_int(typingctx, ptr):
+    """A ``void*`` as a uint64 (see numba-cuda's form)."""
+    def codegen(builder, target, args, kwargs):
+        ir, _, llvm, _ = _mlir()
+        value, = builder.load_vars(args)
+        builder.store_var(target, llvm.ptrtoint(ir.IntegerType.get_signless(64), value))
+
+    return types.uint64(types.voidptr), codegen
+
+
+def _int_cast(value, width):
+    def codegen(builder, target, args, kwargs):
+        ir, _, _, lu = _mlir()
+        v, = builder.load_vars(args)
+        builder.store_var(target, lu.convert(v, ir.IntegerType.get_signless(width),
+                                             signed=value.signed))
+    return codegen
+
+
+@intrinsic
+def as_u64(typingctx, value):
+    """An integer as a uint64."""
+    if not isinstance(value, types.Integer):
+        return None
+    return types.uint64(value), _int_cast(value, 64)
+
+
+@intrinsic
+def as_u32(typingctx, value):
+    """An integer as a uint32."""
+    if not isinstance(value, types.Integer):
+        return None
+    return types.uint32(value), _int_cast(value, 32)
