@@ -7,7 +7,10 @@ Local workarounds of numba-cuda-mlir 0.6.0 defects are applied at import, each n
 ``docs/front_ends.md``.
 """
 
+import contextlib
 import importlib
+import os
+import threading
 
 from numba_cuda_mlir import cuda, types
 from numba_cuda_mlir import extending as _ext
@@ -41,8 +44,11 @@ _TYPING = _ext.typing_registry
 
 
 def overload(func, *args, **kwargs):
-    """``numba_cuda_mlir.extending.overload`` on that typing registry."""
+    """``numba_cuda_mlir.extending.overload`` on that typing registry, inlined by default: the
+    ``.cu`` link of a declaration called inside a non-inlined overload is lost (see
+    ``docs/front_ends.md``)."""
     kwargs.setdefault("typing_registry", _TYPING)
+    kwargs.setdefault("inline", "always")
     return _ext.overload(func, *args, **kwargs)
 
 
@@ -201,3 +207,82 @@ def as_u32(typingctx, value):
     if not isinstance(value, types.Integer):
         return None
     return types.uint32(value), _int_cast(value, 32)
+
+
+# ------------------------------------------------------------------ the offline compile
+_COMPILE_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _target_cc(cc):
+    """``tools.resolve_gpu_target`` asks the driver for the GPU's compute capability even when
+    ``chip=`` names the target, so an offline compile fails without a GPU (and, with one of an
+    older cc, links for the GPU's): name ``cc`` as the GPU's for the compile."""
+    from numba_cuda_mlir import tools
+
+    with _COMPILE_LOCK:
+        saved = tools._cached_cc
+        tools._cached_cc = (cc[0], cc[1])
+        try:
+            yield
+        finally:
+            tools._cached_cc = saved
+
+
+def compile_ltoir(pyfunc, signature, cc, arch, **options):
+    """The offline compile's front half on numba-cuda-mlir (``numba_cuda.compile_all``'s role on
+    numba-cuda): ``(codes, link_paths, entry)``: the kernel's LTO-IR as the one code, the
+    ``.cu`` files its declarations link, and its entry name. ``options``: ``cuda.jit``'s
+    (``link``, ``debug``, ``lineinfo``, ``fastmath``, ``opt``, ``launch_bounds``,
+    ``max_registers``), those left None not passed."""
+    kws = {k: v for k, v in options.items() if v is not None}
+    with _target_cc(cc):
+        # (lto=True: LTO-IR even when nothing is linked, as compile_all(output="ltoir"))
+        compiled = cuda.jit(chip=arch, lto=True, **kws)(pyfunc).compile(signature)
+    md = compiled.metadata
+    paths = [os.path.abspath(os.fspath(item)) for item in md.get("linked_external_link_items", ())
+             if isinstance(item, (str, os.PathLike))]
+    return [md["ltoir"]], paths, md["func_name"]
+
+
+# ------------------------------------------------------------ local workarounds (0.6.0)
+def _patch_void_c_abi_calls():
+    """A call of a void ``abi="c"`` declaration leaves its result variable unset, so the
+    ``return lambda: f(...)`` of an overload (and any later use of the None) fails with "not
+    found in varmap" (``MLIRLower._lower_call_external_c_abi``). Store the None it stands for."""
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir.mlir_lowering import MLIRLower
+
+    original = MLIRLower._lower_call_external_c_abi
+    if getattr(original, "_numba_tma_patched", False):
+        return
+
+    def _lower_call_external_c_abi(self, target, fn_value, args):
+        original(self, target, fn_value, args)
+        if fn_value.sig.return_type in (types.void, types.none) and not self.var_lowered(target):
+            self.store_var(target, ir.NoneType.get())
+
+    _lower_call_external_c_abi._numba_tma_patched = True
+    MLIRLower._lower_call_external_c_abi = _lower_call_external_c_abi
+
+
+_patch_void_c_abi_calls()
+
+
+def _lower_array_itemsize():
+    """``array.itemsize`` types but has no lowering (``lower_getattr_assign`` raises
+    NotImplementedError); numba_tma's copies size their transactions with it. A constant."""
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir._mlir.dialects import arith
+    from numba_cuda_mlir.lowering_utilities import storage_itemsize_bytes
+
+    @_ext.lowering_registry.lower_getattr(types.Array, "itemsize")
+    def _itemsize(context, builder, target, array):
+        dtype = builder.get_numba_type(array.name).dtype
+        builder.store_var(target, arith.constant(ir.IntegerType.get_signless(64),
+                                                 storage_itemsize_bytes(dtype)))
+
+    _ext.refresh_registries(typing=False, target=True, include_uninitialized_cuda=False)
+
+
+_lower_array_itemsize()
