@@ -12,11 +12,15 @@ import importlib
 import os
 import threading
 
-from numba_cuda_mlir import cuda, types
+from numba_cuda_mlir import cuda
 from numba_cuda_mlir import extending as _ext
 from numba_cuda_mlir.cuda import libdevice
 from numba_cuda_mlir.numba_cuda.core import config as _config, errors
 from numba_cuda_mlir.numba_cuda.np.numpy_support import from_dtype
+
+# numba_cuda_mlir.types re-exports part of the bundled numba-cuda's type system (plus MLIR-only
+# types numba_tma does not use); numba_tma's typing uses the whole of it (types.unliteral ...).
+from numba_cuda_mlir.numba_cuda import types
 
 __all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
@@ -101,9 +105,9 @@ def __getattr__(name):
 # elements).
 def _mlir():
     from numba_cuda_mlir._mlir import ir
-    from numba_cuda_mlir._mlir.dialects import builtin, llvm
+    from numba_cuda_mlir._mlir.dialects import arith, builtin, llvm
     from numba_cuda_mlir import lowering_utilities as lu
-    return ir, builtin, llvm, lu
+    return ir, builtin, llvm, lu, arith
 
 
 @intrinsic
@@ -114,7 +118,7 @@ def address_of(typingctx, arr):
         raise errors.TypingError(f"expected a numba array, got {arr}")
 
     def codegen(builder, target, args, kwargs):
-        _, _, _, lu = _mlir()
+        _, _, _, lu, _ = _mlir()
         ary, = builder.load_vars(args)
         builder.store_var(target, lu.memref_data_pointer(ary))
 
@@ -131,7 +135,7 @@ def tail(typingctx, arr, i):
         raise errors.TypingError(f"tail: expected an integer start, got {i}")
 
     def codegen(builder, target, args, kwargs):
-        ir, builtin, llvm, lu = _mlir()
+        ir, builtin, llvm, lu, arith = _mlir()
         ary, idx = builder.load_vars(args)
         i64 = ir.IntegerType.get_signless(64)
         idx = lu.convert(idx, i64, signed=i.signed)
@@ -143,9 +147,9 @@ def tail(typingctx, arr, i):
         offset = llvm.extractvalue(i64, desc, [2])
         stride = llvm.extractvalue(i64, desc, [4, 0])
         size = llvm.extractvalue(i64, desc, [3, 0])
-        offset = llvm.add(offset, llvm.mul(idx, stride))
+        offset = arith.addi(offset, arith.muli(idx, stride))
         desc = llvm.insertvalue(desc, offset, [2])
-        desc = llvm.insertvalue(desc, llvm.sub(size, idx), [3, 0])
+        desc = llvm.insertvalue(desc, arith.subi(size, idx), [3, 0])
         builder.store_var(target, builtin.unrealized_conversion_cast([mr_type], [desc]))
 
     return arr(arr, i), codegen
@@ -155,7 +159,7 @@ def tail(typingctx, arr, i):
 def trap(typingctx):
     """PTX ``trap;`` (SASS ``BPT.TRAP``): ends the kernel with an error. Any thread."""
     def codegen(builder, target, args, kwargs):
-        _, _, llvm, _ = _mlir()
+        _, _, llvm, _, _ = _mlir()
         llvm.inline_asm(None, [], "trap;", "", has_side_effects=True)
 
     return types.void(), codegen
@@ -165,7 +169,7 @@ def trap(typingctx):
 def globaltimer(typingctx):
     """The GPU's nanosecond clock, PTX ``%globaltimer`` (uint64). Any thread."""
     def codegen(builder, target, args, kwargs):
-        ir, _, llvm, _ = _mlir()
+        ir, _, llvm, _, _ = _mlir()
         builder.store_var(target, llvm.inline_asm(
             ir.IntegerType.get_signless(64), [], "mov.u64 $0, %globaltimer;", "=l",
             has_side_effects=True))
@@ -177,7 +181,7 @@ def globaltimer(typingctx):
 def address_int(typingctx, ptr):
     """A ``void*`` as a uint64 (see numba-cuda's form)."""
     def codegen(builder, target, args, kwargs):
-        ir, _, llvm, _ = _mlir()
+        ir, _, llvm, _, _ = _mlir()
         value, = builder.load_vars(args)
         builder.store_var(target, llvm.ptrtoint(ir.IntegerType.get_signless(64), value))
 
@@ -186,7 +190,7 @@ def address_int(typingctx, ptr):
 
 def _int_cast(value, width):
     def codegen(builder, target, args, kwargs):
-        ir, _, _, lu = _mlir()
+        ir, _, _, lu, _ = _mlir()
         v, = builder.load_vars(args)
         builder.store_var(target, lu.convert(v, ir.IntegerType.get_signless(width),
                                              signed=value.signed))
@@ -269,6 +273,36 @@ def _patch_void_c_abi_calls():
 _patch_void_c_abi_calls()
 
 
+def _patch_callee_link_items():
+    """A device function compiled on its own (a ``cuda.jit(device=True)`` callee, as the
+    GEMM's) hands its caller only the LTO-IR already in its linker
+    (``MLIRLower._record_ltoirs_from_linker``), not the ``.cu`` files its declarations link:
+    the kernel then calls an unresolved extern. Hand those files to the caller too (the
+    caller links each file once)."""
+    from numba_cuda_mlir.mlir_lowering import MLIRLower
+
+    create, record = MLIRLower._create_resolved_linker, MLIRLower._record_ltoirs_from_linker
+    if getattr(record, "_numba_tma_patched", False):
+        return
+
+    def _create_resolved_linker(self):
+        linker = create(self)
+        linker._numba_tma_link_items = tuple(self._linked_external_link_items)
+        return linker
+
+    def _record_ltoirs_from_linker(self, linker):
+        record(self, linker)
+        for item in getattr(linker, "_numba_tma_link_items", ()):
+            self.link_external_item(item)
+
+    _record_ltoirs_from_linker._numba_tma_patched = True
+    MLIRLower._create_resolved_linker = _create_resolved_linker
+    MLIRLower._record_ltoirs_from_linker = _record_ltoirs_from_linker
+
+
+_patch_callee_link_items()
+
+
 def _lower_array_itemsize():
     """``array.itemsize`` types but has no lowering (``lower_getattr_assign`` raises
     NotImplementedError); numba_tma's copies size their transactions with it. A constant."""
@@ -286,3 +320,22 @@ def _lower_array_itemsize():
 
 
 _lower_array_itemsize()
+
+
+def _lower_threadfences():
+    """``cuda.threadfence``, ``threadfence_block`` and ``threadfence_system`` type but have no
+    lowering; numba-cuda lowers them to NVVM's ``membar`` (PTX ``membar.{gl,cta,sys}``, which
+    sm_70+ runs as ``fence.sc.{gpu,cta,sys}``). The same PTX, as inline asm with a memory
+    clobber."""
+    from numba_cuda_mlir._mlir.dialects import llvm
+
+    for stub, level in ((cuda.threadfence, "gl"), (cuda.threadfence_block, "cta"),
+                        (cuda.threadfence_system, "sys")):
+        def codegen(builder, target, args, kwargs, _asm=f"membar.{level};"):
+            llvm.inline_asm(None, [], _asm, "~{memory}", has_side_effects=True)
+            builder.store_var(target, None)
+        _ext.lowering_registry.lower(stub)(codegen)
+    _ext.refresh_registries(typing=False, target=True, include_uninitialized_cuda=False)
+
+
+_lower_threadfences()
