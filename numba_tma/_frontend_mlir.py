@@ -1,5 +1,5 @@
 """numba-cuda-mlir's forms of :mod:`numba_tma._frontend`'s names (see its docstring): the public
-API from ``numba_cuda_mlir``, the extension API bound to numba_tma's own typing registry, the
+API from ``numba_cuda_mlir``, the extension API bound to its extension typing registry, the
 internals under ``numba_cuda_mlir.numba_cuda.`` (the numba-cuda it bundles), and the IR
 intrinsics as MLIR (LLVM dialect) lowerings.
 
