@@ -27,7 +27,8 @@ Host side:
     ``numba_tma.launch``    >48 KB dynamic shared memory; thread-block cluster launches
     ``numba_tma.offline``   compile a kernel for sm_90a without a GPU and read its SASS
     ``numba_tma.bench``     time kernels (do_bench, interleaved rounds), baselines, results, plots
-    ``numba_tma.front_end()``  the numba front end numba_tma compiles with ("numba-cuda")
+    ``numba_tma.front_end()``  the front end numba_tma compiles with ("numba-cuda" or
+                               "numba-cuda-mlir": ``NUMBA_TMA_FRONT_END``, docs/front_ends.md)
 Command line:
     ``python -m numba_tma.swizzle [--png PATH] --span 128 --itemsize 4``: a swizzled box's bank map
 """

@@ -5,6 +5,11 @@ other module takes what it needs of it from here, so that a second front end (nu
 whose package bundles its own ``numba_cuda_mlir.numba_cuda``) is a second set of these names,
 not a change spread over the package. :func:`front_end` says which one is in use.
 
+The choice: ``NUMBA_TMA_FRONT_END`` = ``numba-cuda`` | ``numba-cuda-mlir``; unset, numba-cuda
+when it is installed, else numba-cuda-mlir. Each front end's forms live in a module of their own
+(:mod:`numba_tma._frontend_numba`, :mod:`numba_tma._frontend_mlir`); this one picks one at import
+and re-exports its names. What numba-cuda-mlir lacks is listed in ``docs/front_ends.md``.
+
 What is here:
 
 - The public API every ``@cuda.jit`` author uses: ``cuda``, ``types``, ``errors``, ``config``,
@@ -17,7 +22,7 @@ What is here:
   (:mod:`numba_tma.tensormap.device`'s operands). With numba-cuda they are llvmlite IR.
 - The internals numba_tma builds on, each loaded at its first use (``from numba_tma._frontend
   import driver`` inside a function), with the seam that needs it (module paths under
-  ``numba.``):
+  ``numba.``; numba-cuda-mlir's under ``numba_cuda_mlir.numba_cuda.``):
 
   - ``driver``, ``driver_module`` (``cuda.cudadrv.driver``, its object and the module),
     ``binding``, ``MemoryPointer``, ``CudaAPIError``: launches, output pools, the bench;
@@ -36,174 +41,50 @@ imports they stand for would.
 """
 
 import importlib
-
-import numba
-from llvmlite import ir
-from numba import config, cuda, types
-from numba.core import errors
-from numba.cuda import libdevice
-from numba.cuda.extending import intrinsic, overload, register_jitable
+import importlib.util
+import os
 
 __all__ = ["NAME", "front_end", "cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
            "globaltimer", "address_int", "as_u64", "as_u32"]
 
-#: The front end numba_tma compiles with.
-NAME = "numba-cuda"
+#: Each front end's module of forms.
+_MODULES = {"numba-cuda": "_frontend_numba", "numba-cuda-mlir": "_frontend_mlir"}
 
-from_dtype = numba.from_dtype
+
+def _choose():
+    name = os.environ.get("NUMBA_TMA_FRONT_END", "").strip()
+    if not name:
+        # find_spec of a top-level name imports nothing: numba-cuda's own package is
+        # ``numba_cuda`` (``numba.cuda`` redirects to it), so plain numba alone does not count.
+        return "numba-cuda" if importlib.util.find_spec("numba_cuda") else "numba-cuda-mlir"
+    if name not in _MODULES:
+        raise ImportError(f"NUMBA_TMA_FRONT_END={name!r}: expected one of "
+                          f"{', '.join(map(repr, _MODULES))}")
+    return name
+
+
+#: The front end numba_tma compiles with.
+NAME = _choose()
+_impl = importlib.import_module(f"{__package__}.{_MODULES[NAME]}")
+
+(cuda, types, errors, config, from_dtype, overload, intrinsic, register_jitable, libdevice,
+ address_of, tail, trap, globaltimer, address_int, as_u64,
+ as_u32) = (getattr(_impl, n) for n in __all__[2:])
 
 
 def front_end():
-    """The front end numba_tma compiles with: ``"numba-cuda"``."""
+    """The front end numba_tma compiles with: ``"numba-cuda"`` or ``"numba-cuda-mlir"``."""
     return NAME
 
 
-# ------------------------------------------------------------------ internals, loaded lazily
-_LAZY = {
-    # name: (module, attribute or None for the module itself)
-    "driver": ("numba.cuda.cudadrv.driver", "driver"),
-    "driver_module": ("numba.cuda.cudadrv.driver", None),
-    "binding": ("numba.cuda.cudadrv.driver", "binding"),
-    "MemoryPointer": ("numba.cuda.cudadrv.driver", "MemoryPointer"),
-    "CudaAPIError": ("numba.cuda.cudadrv.driver", "CudaAPIError"),
-    "CudaDriverError": ("numba.cuda.cudadrv.error", "CudaDriverError"),
-    "DeviceNDArray": ("numba.cuda.cudadrv.devicearray", "DeviceNDArray"),
-    "DeviceNDArrayBase": ("numba.cuda.cudadrv.devicearray", "DeviceNDArrayBase"),
-    "LinkableCode": ("numba.cuda.cudadrv.linkable_code", "LinkableCode"),
-    "nvrtc": ("numba.cuda.cudadrv.nvrtc", None),
-    "compiler": ("numba.cuda.compiler", None),
-    "dispatcher": ("numba.cuda.dispatcher", None),
-    "Kernel": ("numba.cuda.dispatcher", "_Kernel"),
-    "global_compiler_lock": ("numba.cuda.core.compiler_lock", "global_compiler_lock"),
-    "rewrites": ("numba.cuda.core.rewrites", None),
-    "sigutils": ("numba.core.sigutils", None),
-    "NumbaPerformanceWarning": ("numba.cuda.core.errors", "NumbaPerformanceWarning"),
-    "bundled_transpose": ("numba.cuda.kernels.transpose", None),
-}
-
-
 def __getattr__(name):
-    if name not in _LAZY:
+    # The internals, loaded at first use by the chosen front end's module.
+    if name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attr = _LAZY[name]
-    value = importlib.import_module(module)
-    if attr is not None:
-        value = getattr(value, attr)
+    try:
+        value = getattr(_impl, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     globals()[name] = value
     return value
-
-
-# ------------------------------------------------------------------- the IR intrinsics
-@intrinsic
-def address_of(typingctx, arr):
-    """Generic address of ``arr``'s first element (a ``void*``), for the C wrappers' pointer
-    operands.
-
-    Shared arrays arrive as generic pointers; the C side converts them with
-    ``__cvta_generic_to_shared``, which LTO folds into the 32-bit shared address.
-    """
-    if not isinstance(arr, types.Array):
-        raise errors.TypingError(f"expected a numba array, got {arr}")
-    sig = types.voidptr(arr)
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.bitcast(ary.data, context.get_value_type(types.voidptr))
-
-    return sig, codegen
-
-
-@intrinsic
-def tail(typingctx, arr, i):
-    """``arr[i:]`` of a 1-D array without numba's slice normalisation (a negative start counted
-    from the end, both bounds clamped to the length): the caller guarantees ``0 <= i <=
-    len(arr)``. The GEMM ring addresses its barriers with it: each normalised slice of a
-    barrier array cost about a dozen 64-bit instructions in every slice of the main loop, and a
-    constant ``i`` folds into an instruction's immediate offset."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 1):
-        raise errors.TypingError(f"tail: expected a 1-D numba array, got {arr}")
-    if not isinstance(i, types.Integer):
-        raise errors.TypingError(f"tail: expected an integer start, got {i}")
-    sig = arr(arr, i)
-
-    def codegen(context, builder, sig, args):
-        aryty, ity = sig.args
-        ary = context.make_array(aryty)(context, builder, args[0])
-        idx = context.cast(builder, args[1], ity, types.intp)
-        if aryty.layout == "C":
-            ary.data = builder.gep(ary.data, [idx])
-        else:
-            step = builder.mul(idx, builder.extract_value(ary.strides, 0))
-            byte = ir.IntType(8).as_pointer()
-            ary.data = builder.bitcast(builder.gep(builder.bitcast(ary.data, byte), [step]),
-                                       ary.data.type)
-        ary.shape = builder.insert_value(ary.shape, builder.sub(
-            builder.extract_value(ary.shape, 0), idx), 0)
-        return ary._getvalue()
-
-    return sig, codegen
-
-
-@intrinsic
-def trap(typingctx):
-    """PTX ``trap;`` (SASS ``BPT.TRAP``): ends the kernel with an error (the launch fails, the
-    context is lost). For the debug checks of ``NUMBA_TMA_WAIT_TIMEOUT_NS``: a spin that must
-    not hang reports, then traps. Any thread."""
-    def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(ir.VoidType(), [])
-        builder.call(ir.InlineAsm(fnty, "trap;", "", side_effect=True), [])
-        return context.get_dummy_value()
-
-    return types.void(), codegen
-
-
-@intrinsic
-def globaltimer(typingctx):
-    """The GPU's nanosecond clock, PTX ``%globaltimer`` (uint64): the time base of bounded
-    spins (``NUMBA_TMA_WAIT_TIMEOUT_NS``). Any thread."""
-    def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(ir.IntType(64), [])
-        return builder.call(ir.InlineAsm(fnty, "mov.u64 $0, %globaltimer;", "=l",
-                                         side_effect=True), [])
-
-    return types.uint64(), codegen
-
-
-@intrinsic
-def address_int(typingctx, ptr):
-    """A ``void*`` as a uint64: a barrier's generic address for the timeout report, an
-    array's (``address_int(address_of(arr))``) for a C wrapper's 64-bit operand. Inline LLVM
-    rather than a C wrapper: a C call on the cold timeout path stays a call, which nvJitLink's
-    LTO then leaves unresolved."""
-    def codegen(context, builder, sig, args):
-        return builder.ptrtoint(args[0], ir.IntType(64))
-
-    return types.uint64(types.voidptr), codegen
-
-
-@intrinsic
-def as_u64(typingctx, value):
-    """An integer as a uint64 (numba widens small integers to int64; a C wrapper's operand
-    may want another width)."""
-    if not isinstance(value, types.Integer):
-        return None
-    sig = types.uint64(value)
-
-    def codegen(context, builder, sig, args):
-        return context.cast(builder, args[0], sig.args[0], types.uint64)
-
-    return sig, codegen
-
-
-@intrinsic
-def as_u32(typingctx, value):
-    """An integer as a uint32."""
-    if not isinstance(value, types.Integer):
-        return None
-    sig = types.uint32(value)
-
-    def codegen(context, builder, sig, args):
-        return context.cast(builder, args[0], sig.args[0], types.uint32)
-
-    return sig, codegen

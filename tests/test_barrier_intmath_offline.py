@@ -9,12 +9,13 @@ import re
 
 import numpy as np
 import pytest
-from numba import cuda
-from numba.core.errors import TypingError
 
+from numba_tma._frontend import cuda, errors
 from numba_tma import barrier, intmath
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean
+
+TypingError = errors.TypingError   # (the front end's: numba-cuda or numba-cuda-mlir)
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="offline compilation needs the real CUDA target")

@@ -7,12 +7,13 @@ import os
 
 import numpy as np
 import pytest
-from numba import cuda
-from numba.core.errors import TypingError
 
+from numba_tma._frontend import cuda, errors
 from numba_tma import warp
 from numba_tma.ladders.warp_gemm import gemm_16x16
 from sass_checks import check_clean
+
+TypingError = errors.TypingError   # (the front end's: numba-cuda or numba-cuda-mlir)
 
 needs_compiler = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                     reason="offline compilation needs the real CUDA target")

@@ -11,9 +11,8 @@ import os
 
 import numpy as np
 import pytest
-from numba import cuda
-from numba.core.errors import TypingError
 
+from numba_tma._frontend import cuda, errors
 from numba_tma import swizzle, wgmma
 from numba_tma._bridge import PTX_DIR
 from numba_tma.kernels.gemm import GemmConfig, KernelSpec, WgmmaConfig, choose, scheduler
@@ -24,6 +23,8 @@ from numba_tma.ladders.gemm_stream_k import StreamKConfig
 from numba_tma.ladders.wgmma_probe import probe_kernel, probe_signature
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean, collected, compiled_in_processes, take
+
+TypingError = errors.TypingError   # (the front end's: numba-cuda or numba-cuda-mlir)
 
 offline = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                              reason="offline compilation needs the real CUDA target")
@@ -612,7 +613,7 @@ def test_stream_k_schedule_covers_each_slice_once(blocks, tiles, num_k):
 
 def test_matmul_packs_the_kernels_parameters():
     # The launch packs the argument words of the signatures the kernels compile for.
-    from numba.core import sigutils
+    from numba_tma._frontend import sigutils
 
     from numba_tma.kernels.gemm import plan
 

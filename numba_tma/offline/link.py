@@ -150,7 +150,7 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
     Arguments as :func:`compile_kernel`; the launch path (``DirectKernel``) builds its cubins
     here too, so a kernel compiled offline is the one a GPU loads."""
     cc = _parse_arch(arch)
-    from .._frontend import cuda
+    from .._frontend import cuda, front_end
 
     opts = {}
     if hasattr(kernel, "py_func"):
@@ -173,14 +173,24 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
         launch_bounds=opts.get("launch_bounds"),
     )
 
-    with target_device(cc) as link_paths:
-        codes, _ = cuda.compile_all(
-            pyfunc, signature, device=False, abi="numba", cc=cc, output="ltoir",
-            **compile_opts,
-        )
+    entry = None
+    if front_end() == "numba-cuda-mlir":
+        # (numba-cuda-mlir has no compile_all: its kernel compile gives the LTO-IR)
+        from .._frontend import compile_ltoir
+
+        codes, link_paths, entry = compile_ltoir(
+            pyfunc, signature, cc, arch, link=opts.get("link") or None,
+            max_registers=opts.get("max_registers") or None, **compile_opts)
+        codes += link_paths
+    else:
+        with target_device(cc) as link_paths:
+            codes, _ = cuda.compile_all(
+                pyfunc, signature, device=False, abi="numba", cc=cc, output="ltoir",
+                **compile_opts,
+            )
 
     extra = list(opts.get("link") or ()) + list(linking or ())
-    seen = set()
+    seen = set(link_paths) if entry is not None else set()   # (mlir: codes hold its .cu files)
     for item in extra:
         key = os.path.abspath(os.fspath(item)) if isinstance(item, (str, os.PathLike)) else id(item)
         if key not in seen:
@@ -211,7 +221,9 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
                         f"entry point")
     files = tuple(dict.fromkeys(link_paths + [os.path.abspath(os.fspath(item)) for item in extra
                                               if isinstance(item, (str, os.PathLike))]))
-    return LinkedKernel(cubin=cubin, entry=_pick_kernel_name(entries, pyfunc.__name__),
+    if entry not in entries:
+        entry = _pick_kernel_name(entries, pyfunc.__name__)
+    return LinkedKernel(cubin=cubin, entry=entry,
                         arch=arch, info_log=info_log, link_files=files,
                         py_name=getattr(pyfunc, "__qualname__", pyfunc.__name__),
                         _link_inputs=inputs, _link_options=link_options)

@@ -1,0 +1,341 @@
+"""numba-cuda-mlir's forms of :mod:`numba_tma._frontend`'s names (see its docstring): the public
+API from ``numba_cuda_mlir``, the extension API bound to its extension typing registry, the
+internals under ``numba_cuda_mlir.numba_cuda.`` (the numba-cuda it bundles), and the IR
+intrinsics as MLIR (LLVM dialect) lowerings.
+
+Local workarounds of numba-cuda-mlir 0.6.0 defects are applied at import, each named in
+``docs/front_ends.md``.
+"""
+
+import contextlib
+import importlib
+import os
+import threading
+
+from numba_cuda_mlir import cuda
+from numba_cuda_mlir import extending as _ext
+from numba_cuda_mlir.cuda import libdevice
+from numba_cuda_mlir.numba_cuda.core import config as _config, errors
+from numba_cuda_mlir.numba_cuda.np.numpy_support import from_dtype
+
+# numba_cuda_mlir.types re-exports part of the bundled numba-cuda's type system (plus MLIR-only
+# types numba_tma does not use); numba_tma's typing uses the whole of it (types.unliteral ...).
+from numba_cuda_mlir.numba_cuda import types
+
+__all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
+           "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
+           "globaltimer", "address_int", "as_u64", "as_u32"]
+
+intrinsic = _ext.intrinsic
+
+
+class _Config:
+    """The bundled numba-cuda's config, plus numba-cuda's ``ENABLE_CUDASIM`` that numba_tma's
+    simulator branches read: numba-cuda-mlir has no simulator."""
+
+    ENABLE_CUDASIM = False
+
+    def __getattr__(self, name):
+        return getattr(_config, name)
+
+
+config = _Config()
+
+# numba-cuda-mlir's overload and register_jitable need a typing registry; numba_tma's
+# declarations go in the one its compiler contexts already load (the extension API's), so they
+# keep numba-cuda's call form. (Each registration refreshes the contexts itself.)
+_TYPING = _ext.typing_registry
+
+
+def overload(func, *args, **kwargs):
+    """``numba_cuda_mlir.extending.overload`` on that typing registry, inlined by default: the
+    ``.cu`` link of a declaration called inside a non-inlined overload is lost (see
+    ``docs/front_ends.md``)."""
+    kwargs.setdefault("typing_registry", _TYPING)
+    kwargs.setdefault("inline", "always")
+    return _ext.overload(func, *args, **kwargs)
+
+
+def register_jitable(*args, **kwargs):
+    """``numba_cuda_mlir.extending.register_jitable`` on that typing registry."""
+    kwargs.setdefault("typing_registry", _TYPING)
+    return _ext.register_jitable(*args, **kwargs)
+
+
+# ------------------------------------------------------------------ internals, loaded lazily
+_NC = "numba_cuda_mlir.numba_cuda."
+_LAZY = {
+    # name: (module, attribute or None for the module itself)
+    "driver": (_NC + "cudadrv.driver", "driver"),
+    "driver_module": (_NC + "cudadrv.driver", None),
+    "binding": (_NC + "cudadrv.driver", "binding"),
+    "MemoryPointer": (_NC + "cudadrv.driver", "MemoryPointer"),
+    "CudaAPIError": (_NC + "cudadrv.driver", "CudaAPIError"),
+    "CudaDriverError": (_NC + "cudadrv.error", "CudaDriverError"),
+    "DeviceNDArray": (_NC + "cudadrv.devicearray", "DeviceNDArray"),
+    "DeviceNDArrayBase": (_NC + "cudadrv.devicearray", "DeviceNDArrayBase"),
+    "LinkableCode": (_NC + "cudadrv.linkable_code", "LinkableCode"),
+    "nvrtc": (_NC + "cudadrv.nvrtc", None),
+    "compiler": (_NC + "compiler", None),
+    "dispatcher": (_NC + "dispatcher", None),
+    "Kernel": (_NC + "dispatcher", "_Kernel"),
+    "global_compiler_lock": (_NC + "core.compiler_lock", "global_compiler_lock"),
+    "rewrites": (_NC + "core.rewrites", None),
+    "sigutils": (_NC + "core.sigutils", None),
+    "NumbaPerformanceWarning": (_NC + "core.errors", "NumbaPerformanceWarning"),
+    "bundled_transpose": (_NC + "kernels.transpose", None),
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+# ------------------------------------------------------------------- the IR intrinsics
+# MLIR codegen: (builder: MLIRLower, target, args, kwargs); numba-cuda-mlir runs it only for a
+# codegen defined outside its vendored numba-cuda. An array is a memref whose LLVM form is the
+# descriptor {allocated ptr, aligned ptr, offset, sizes[n], strides[n]} (offset and strides in
+# elements).
+def _mlir():
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir._mlir.dialects import arith, builtin, llvm
+    from numba_cuda_mlir import lowering_utilities as lu
+    return ir, builtin, llvm, lu, arith
+
+
+@intrinsic
+def address_of(typingctx, arr):
+    """Generic address of ``arr``'s first element (a ``void*``), for the C wrappers' pointer
+    operands (as numba-cuda's form: the aligned pointer plus the memref's offset)."""
+    if not isinstance(arr, types.Array):
+        raise errors.TypingError(f"expected a numba array, got {arr}")
+
+    def codegen(builder, target, args, kwargs):
+        _, _, _, lu, _ = _mlir()
+        ary, = builder.load_vars(args)
+        builder.store_var(target, lu.memref_data_pointer(ary))
+
+    return types.voidptr(arr), codegen
+
+
+@intrinsic
+def tail(typingctx, arr, i):
+    """``arr[i:]`` of a 1-D array without slice normalisation; the caller guarantees
+    ``0 <= i <= len(arr)`` (see numba-cuda's form)."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1):
+        raise errors.TypingError(f"tail: expected a 1-D numba array, got {arr}")
+    if not isinstance(i, types.Integer):
+        raise errors.TypingError(f"tail: expected an integer start, got {i}")
+
+    def codegen(builder, target, args, kwargs):
+        ir, builtin, llvm, lu, arith = _mlir()
+        ary, idx = builder.load_vars(args)
+        i64 = ir.IntegerType.get_signless(64)
+        idx = lu.convert(idx, i64, signed=i.signed)
+        mr_type = ary.type
+        desc_type = lu.memref_descriptor_type(1)
+        desc = builtin.unrealized_conversion_cast([desc_type], [ary])
+        # Moving the offset, not the pointer, keeps the pointer's provenance (its address
+        # space) for LLVM and works for every layout: the offset counts elements.
+        offset = llvm.extractvalue(i64, desc, [2])
+        stride = llvm.extractvalue(i64, desc, [4, 0])
+        size = llvm.extractvalue(i64, desc, [3, 0])
+        offset = arith.addi(offset, arith.muli(idx, stride))
+        desc = llvm.insertvalue(desc, offset, [2])
+        desc = llvm.insertvalue(desc, arith.subi(size, idx), [3, 0])
+        builder.store_var(target, builtin.unrealized_conversion_cast([mr_type], [desc]))
+
+    return arr(arr, i), codegen
+
+
+@intrinsic
+def trap(typingctx):
+    """PTX ``trap;`` (SASS ``BPT.TRAP``): ends the kernel with an error. Any thread."""
+    def codegen(builder, target, args, kwargs):
+        _, _, llvm, _, _ = _mlir()
+        llvm.inline_asm(None, [], "trap;", "", has_side_effects=True)
+
+    return types.void(), codegen
+
+
+@intrinsic
+def globaltimer(typingctx):
+    """The GPU's nanosecond clock, PTX ``%globaltimer`` (uint64). Any thread."""
+    def codegen(builder, target, args, kwargs):
+        ir, _, llvm, _, _ = _mlir()
+        builder.store_var(target, llvm.inline_asm(
+            ir.IntegerType.get_signless(64), [], "mov.u64 $0, %globaltimer;", "=l",
+            has_side_effects=True))
+
+    return types.uint64(), codegen
+
+
+@intrinsic
+def address_int(typingctx, ptr):
+    """A ``void*`` as a uint64 (see numba-cuda's form)."""
+    def codegen(builder, target, args, kwargs):
+        ir, _, llvm, _, _ = _mlir()
+        value, = builder.load_vars(args)
+        builder.store_var(target, llvm.ptrtoint(ir.IntegerType.get_signless(64), value))
+
+    return types.uint64(types.voidptr), codegen
+
+
+def _int_cast(value, width):
+    def codegen(builder, target, args, kwargs):
+        ir, _, _, lu, _ = _mlir()
+        v, = builder.load_vars(args)
+        builder.store_var(target, lu.convert(v, ir.IntegerType.get_signless(width),
+                                             signed=value.signed))
+    return codegen
+
+
+@intrinsic
+def as_u64(typingctx, value):
+    """An integer as a uint64."""
+    if not isinstance(value, types.Integer):
+        return None
+    return types.uint64(value), _int_cast(value, 64)
+
+
+@intrinsic
+def as_u32(typingctx, value):
+    """An integer as a uint32."""
+    if not isinstance(value, types.Integer):
+        return None
+    return types.uint32(value), _int_cast(value, 32)
+
+
+# ------------------------------------------------------------------ the offline compile
+_COMPILE_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _target_cc(cc):
+    """``tools.resolve_gpu_target`` asks the driver for the GPU's compute capability even when
+    ``chip=`` names the target, so an offline compile fails without a GPU (and, with one of an
+    older cc, links for the GPU's): name ``cc`` as the GPU's for the compile."""
+    from numba_cuda_mlir import tools
+
+    with _COMPILE_LOCK:
+        saved = tools._cached_cc
+        tools._cached_cc = (cc[0], cc[1])
+        try:
+            yield
+        finally:
+            tools._cached_cc = saved
+
+
+def compile_ltoir(pyfunc, signature, cc, arch, **options):
+    """The offline compile's front half on numba-cuda-mlir (``numba_cuda.compile_all``'s role on
+    numba-cuda): ``(codes, link_paths, entry)``: the kernel's LTO-IR as the one code, the
+    ``.cu`` files its declarations link, and its entry name. ``options``: ``cuda.jit``'s
+    (``link``, ``debug``, ``lineinfo``, ``fastmath``, ``opt``, ``launch_bounds``,
+    ``max_registers``), those left None not passed."""
+    kws = {k: v for k, v in options.items() if v is not None}
+    with _target_cc(cc):
+        # (lto=True: LTO-IR even when nothing is linked, as compile_all(output="ltoir"))
+        compiled = cuda.jit(chip=arch, lto=True, **kws)(pyfunc).compile(signature)
+    md = compiled.metadata
+    paths = [os.path.abspath(os.fspath(item)) for item in md.get("linked_external_link_items", ())
+             if isinstance(item, (str, os.PathLike))]
+    return [md["ltoir"]], paths, md["func_name"]
+
+
+# ------------------------------------------------------------ local workarounds (0.6.0)
+def _patch_void_c_abi_calls():
+    """A call of a void ``abi="c"`` declaration leaves its result variable unset, so the
+    ``return lambda: f(...)`` of an overload (and any later use of the None) fails with "not
+    found in varmap" (``MLIRLower._lower_call_external_c_abi``). Store the None it stands for."""
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir.mlir_lowering import MLIRLower
+
+    original = MLIRLower._lower_call_external_c_abi
+    if getattr(original, "_numba_tma_patched", False):
+        return
+
+    def _lower_call_external_c_abi(self, target, fn_value, args):
+        original(self, target, fn_value, args)
+        if fn_value.sig.return_type in (types.void, types.none) and not self.var_lowered(target):
+            self.store_var(target, ir.NoneType.get())
+
+    _lower_call_external_c_abi._numba_tma_patched = True
+    MLIRLower._lower_call_external_c_abi = _lower_call_external_c_abi
+
+
+_patch_void_c_abi_calls()
+
+
+def _patch_callee_link_items():
+    """A device function compiled on its own (a ``cuda.jit(device=True)`` callee, as the
+    GEMM's) hands its caller only the LTO-IR already in its linker
+    (``MLIRLower._record_ltoirs_from_linker``), not the ``.cu`` files its declarations link:
+    the kernel then calls an unresolved extern. Hand those files to the caller too (the
+    caller links each file once)."""
+    from numba_cuda_mlir.mlir_lowering import MLIRLower
+
+    create, record = MLIRLower._create_resolved_linker, MLIRLower._record_ltoirs_from_linker
+    if getattr(record, "_numba_tma_patched", False):
+        return
+
+    def _create_resolved_linker(self):
+        linker = create(self)
+        linker._numba_tma_link_items = tuple(self._linked_external_link_items)
+        return linker
+
+    def _record_ltoirs_from_linker(self, linker):
+        record(self, linker)
+        for item in getattr(linker, "_numba_tma_link_items", ()):
+            self.link_external_item(item)
+
+    _record_ltoirs_from_linker._numba_tma_patched = True
+    MLIRLower._create_resolved_linker = _create_resolved_linker
+    MLIRLower._record_ltoirs_from_linker = _record_ltoirs_from_linker
+
+
+_patch_callee_link_items()
+
+
+def _lower_array_itemsize():
+    """``array.itemsize`` types but has no lowering (``lower_getattr_assign`` raises
+    NotImplementedError); numba_tma's copies size their transactions with it. A constant."""
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir._mlir.dialects import arith
+    from numba_cuda_mlir.lowering_utilities import storage_itemsize_bytes
+
+    @_ext.lowering_registry.lower_getattr(types.Array, "itemsize")
+    def _itemsize(context, builder, target, array):
+        dtype = builder.get_numba_type(array.name).dtype
+        builder.store_var(target, arith.constant(ir.IntegerType.get_signless(64),
+                                                 storage_itemsize_bytes(dtype)))
+
+    _ext.refresh_registries(typing=False, target=True, include_uninitialized_cuda=False)
+
+
+_lower_array_itemsize()
+
+
+def _lower_threadfences():
+    """``cuda.threadfence``, ``threadfence_block`` and ``threadfence_system`` type but have no
+    lowering; numba-cuda lowers them to NVVM's ``membar`` (PTX ``membar.{gl,cta,sys}``, which
+    sm_70+ runs as ``fence.sc.{gpu,cta,sys}``). The same PTX, as inline asm with a memory
+    clobber."""
+    from numba_cuda_mlir._mlir.dialects import llvm
+
+    for stub, level in ((cuda.threadfence, "gl"), (cuda.threadfence_block, "cta"),
+                        (cuda.threadfence_system, "sys")):
+        def codegen(builder, target, args, kwargs, _asm=f"membar.{level};"):
+            llvm.inline_asm(None, [], _asm, "~{memory}", has_side_effects=True)
+            builder.store_var(target, None)
+        _ext.lowering_registry.lower(stub)(codegen)
+    _ext.refresh_registries(typing=False, target=True, include_uninitialized_cuda=False)
+
+
+_lower_threadfences()
