@@ -79,8 +79,9 @@ def front_end():
 
 
 def __getattr__(name):
-    # The internals, loaded at first use by the chosen front end's module.
-    if name.startswith("__"):
+    # The internals, loaded at first use by the chosen front end's module (its private names
+    # stay its own).
+    if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
         value = getattr(_impl, name)
