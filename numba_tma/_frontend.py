@@ -79,13 +79,19 @@ def front_end():
 
 
 def __getattr__(name):
-    # The internals, loaded at first use by the chosen front end's module (its private names
-    # stay its own).
+    # The internals, loaded at first use from the chosen front end's map of them (its module's
+    # private names stay its own).
     if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        value = getattr(_impl, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    if name in _impl.INTERNALS:
+        module, attr = _impl.INTERNALS[name]
+        value = importlib.import_module(module)
+        if attr is not None:
+            value = getattr(value, attr)
+    else:
+        try:
+            value = getattr(_impl, name)
+        except AttributeError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     globals()[name] = value
     return value

@@ -8,7 +8,6 @@ Local workarounds of numba-cuda-mlir 0.6.0 defects are applied at import, each n
 """
 
 import contextlib
-import importlib
 import os
 import threading
 
@@ -64,7 +63,8 @@ def register_jitable(*args, **kwargs):
 
 # ------------------------------------------------------------------ internals, loaded lazily
 _NC = "numba_cuda_mlir.numba_cuda."
-_LAZY = {
+#: The internals :mod:`numba_tma._frontend` loads at their first use.
+INTERNALS = {
     # name: (module, attribute or None for the module itself)
     "driver": (_NC + "cudadrv.driver", "driver"),
     "driver_module": (_NC + "cudadrv.driver", None),
@@ -85,17 +85,6 @@ _LAZY = {
     "NumbaPerformanceWarning": (_NC + "core.errors", "NumbaPerformanceWarning"),
     "bundled_transpose": (_NC + "kernels.transpose", None),
 }
-
-
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attr = _LAZY[name]
-    value = importlib.import_module(module)
-    if attr is not None:
-        value = getattr(value, attr)
-    globals()[name] = value
-    return value
 
 
 # ------------------------------------------------------------------- the IR intrinsics

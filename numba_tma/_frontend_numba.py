@@ -3,8 +3,6 @@ extension API from ``numba.cuda``, the internals under ``numba.``, the IR intrin
 The driver's modules are absent under the CUDA simulator: their names fail there as the
 imports they stand for would."""
 
-import importlib
-
 import numba
 from llvmlite import ir
 from numba import config, cuda, types
@@ -20,7 +18,8 @@ from_dtype = numba.from_dtype
 
 
 # ------------------------------------------------------------------ internals, loaded lazily
-_LAZY = {
+#: The internals :mod:`numba_tma._frontend` loads at their first use.
+INTERNALS = {
     # name: (module, attribute or None for the module itself)
     "driver": ("numba.cuda.cudadrv.driver", "driver"),
     "driver_module": ("numba.cuda.cudadrv.driver", None),
@@ -41,17 +40,6 @@ _LAZY = {
     "NumbaPerformanceWarning": ("numba.cuda.core.errors", "NumbaPerformanceWarning"),
     "bundled_transpose": ("numba.cuda.kernels.transpose", None),
 }
-
-
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attr = _LAZY[name]
-    value = importlib.import_module(module)
-    if attr is not None:
-        value = getattr(value, attr)
-    globals()[name] = value
-    return value
 
 
 # ------------------------------------------------------------------- the IR intrinsics
