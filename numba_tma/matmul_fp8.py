@@ -334,28 +334,20 @@ def _staged(view, m, kb):
     return buffer, stage_scales().prepare(*stage_grid(rows, kb), view, buffer, m)
 
 
-def _block_rows(view, m, kb):
-    """``(view, stage)``: block-scaled A's scales as the kernel reads them, (kb, M') with
-    M' >= M rows of whole 16 bytes per K block (:mod:`numba_tma.kernels.gemm.scales`); in
-    place where ``view`` (M, kb) already has that layout (``stage`` None), else a buffer and
-    ``stage(stream)``, which copies the scales into it."""
+def _bulk_rows(view, shape, transposed):
+    """``(view, stage)``: block scales as the kernel's producer bulk-copies them, a ``shape``
+    (rows, cols) float32 matrix of rows in whole 16 bytes from 16-byte aligned addresses (A's
+    (kb, M): K block by row; B's (nb, kb): N block by row), given ``view``, the same scales with
+    any strides, as they are or (``transposed``) as their transpose (cols, rows). In place
+    where ``view`` already has that layout (``stage`` None), else a buffer and
+    ``stage(stream)``, which copies the scales into it (:func:`_staged`)."""
+    rows, cols = shape
     ptr = view.__cuda_array_interface__["data"][0]
-    sm, sk = view.__cuda_array_interface__["strides"]
-    if m % 4 == 0 and ptr % 16 == 0 and sm == 4 and (kb == 1 or (sk and sk % 16 == 0)):
-        return _scale_view(ptr, (kb, m), (sk if kb > 1 else 4 * m, 4)), None
-    return _staged(view, m, kb)
-
-
-def _block_cols(view, nb, kb):
-    """``(view, stage)``: block-scaled B's scales as the kernel reads them, (nb, kb') with each
-    N block's kb' >= kb K blocks in whole 16 bytes; in place where ``view`` (nb, kb) already has
-    that layout (row-major, ``kb`` a multiple of 4, 16-byte aligned rows), else a buffer and
-    ``stage(stream)``, which copies the scales into it."""
-    ptr = view.__cuda_array_interface__["data"][0]
-    sn, sk = view.__cuda_array_interface__["strides"]
-    if kb % 4 == 0 and ptr % 16 == 0 and sk == 4 and (nb == 1 or (sn and sn % 16 == 0)):
-        return view, None
-    return _staged(_scale_view(ptr, (kb, nb), (sk, sn)), kb, nb)
+    strides = view.__cuda_array_interface__["strides"]
+    srow, scol = strides[::-1] if transposed else strides
+    if cols % 4 == 0 and ptr % 16 == 0 and scol == 4 and (rows == 1 or (srow and srow % 16 == 0)):
+        return _scale_view(ptr, shape, (srow if rows > 1 else 4 * cols, 4)), None
+    return _staged(_scale_view(ptr, (cols, rows), (scol, srow)), cols, rows)
 
 
 def _bind(a, b, out, c, config, beta, ctx, fast_accum):
@@ -371,8 +363,8 @@ def _bind(a, b, out, c, config, beta, ctx, fast_accum):
                       cfg)
     stages = ()
     if c.mode == "block" and c.m and c.n and c.k:
-        (rows, stage_a), (cols, stage_b) = (_block_rows(scales[0], c.m, kb),
-                                            _block_cols(scales[1], nb, kb))
+        (rows, stage_a), (cols, stage_b) = (_bulk_rows(scales[0], (kb, c.m), True),
+                                            _bulk_rows(scales[1], (nb, kb), False))
         scales = (rows, cols)
         stages = tuple(stage for stage in (stage_a, stage_b) if stage is not None)
     plan.scale, plan.scales, plan.promote = c.mode, scales, promote

@@ -76,18 +76,19 @@ def test_fp8_configs_are_persistent():
 def test_block_scales_read_in_place_where_their_layout_allows():
     # (M, kb) M-contiguous, K blocks 16-byte multiples apart, 16-byte aligned, M % 4 == 0: the
     # kernel's (kb, M) view of the same memory; the staged layouts need a GPU (tests/gpu)
-    from numba_tma.matmul_fp8 import _block_cols, _block_rows, _scale_view
+    from numba_tma.matmul_fp8 import _bulk_rows, _scale_view
 
     m, kb, ptr = 300, 5, BASE + 8 * MB
-    view, stage = _block_rows(_scale_view(ptr, (m, kb), (4, 4 * 304)), m, kb)
+    view, stage = _bulk_rows(_scale_view(ptr, (m, kb), (4, 4 * 304)), (kb, m), True)
     assert stage is None
     cai = view.__cuda_array_interface__
     assert cai["shape"] == (kb, m) and cai["strides"] == (4 * 304, 4) and cai["data"][0] == ptr
-    view, stage = _block_rows(_scale_view(ptr, (m, 1), (4, 0)), m, 1)
+    view, stage = _bulk_rows(_scale_view(ptr, (m, 1), (4, 0)), (1, m), True)
     assert stage is None and view.__cuda_array_interface__["shape"] == (1, m)
-    # B's (nb, kb) row-major, rows 16-byte aligned, kb % 4 == 0: as it is
+    # B's (nb, kb) row-major, rows 16-byte aligned, kb % 4 == 0: the same memory, as it is
     b = _scale_view(ptr, (3, 8), (4 * 8, 4))
-    assert _block_cols(b, 3, 8) == (b, None)
+    view, stage = _bulk_rows(b, (3, 8), False)
+    assert stage is None and view.__cuda_array_interface__ == b.__cuda_array_interface__
 
 
 def test_config_refuses_what_it_cannot_run():
