@@ -130,18 +130,18 @@ def address_int(typingctx, ptr):
     return types.uint64(types.voidptr), codegen
 
 
+def _int_cast(context, builder, sig, args):
+    # (the codegen of as_u64 and as_u32: the argument cast to the signature's return type)
+    return context.cast(builder, args[0], sig.args[0], sig.return_type)
+
+
 @intrinsic
 def as_u64(typingctx, value):
     """An integer as a uint64 (numba widens small integers to int64; a C wrapper's operand
     may want another width)."""
     if not isinstance(value, types.Integer):
         return None
-    sig = types.uint64(value)
-
-    def codegen(context, builder, sig, args):
-        return context.cast(builder, args[0], sig.args[0], types.uint64)
-
-    return sig, codegen
+    return types.uint64(value), _int_cast
 
 
 @intrinsic
@@ -149,9 +149,4 @@ def as_u32(typingctx, value):
     """An integer as a uint32."""
     if not isinstance(value, types.Integer):
         return None
-    sig = types.uint32(value)
-
-    def codegen(context, builder, sig, args):
-        return context.cast(builder, args[0], sig.args[0], types.uint32)
-
-    return sig, codegen
+    return types.uint32(value), _int_cast
