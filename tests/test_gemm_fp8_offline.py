@@ -73,6 +73,21 @@ def test_fp8_configs_are_persistent():
                     assert cfg.bn in (64, 128) and cfg.bm == 128 and not cfg.overlap_epilogue
 
 
+def test_promoted_tiles_pair_up_where_k_rows_are_ragged():
+    # K not a multiple of 128: each 128-byte box row straddles two lines; 2-CTA clusters
+    # multicast B (docs/fp8.md). Whole rows, an odd count of row tiles, or 128 x 64 tiles keep
+    # single CTAs.
+    from numba_tma.kernels.gemm.choose import FP8_PAIRS
+
+    for scale, promote, key in [("block", True, "block"), ("tensor", True, "promoted"),
+                                ("row", True, "promoted"), ("", True, "promoted")]:
+        assert choose_fp8_config(3000, 5008, 4112, 132, scale, promote) is FP8_PAIRS[key]
+        assert choose_fp8_config(3000, 5008, 4096, 132, scale, promote).cluster_m == 1
+        assert choose_fp8_config(128, 1024, 4112, 132, scale, promote).bn == 64
+        assert choose_fp8_config(1100, 7168, 4112, 132, scale, promote).cluster_m == 1  # 9 rows
+    assert choose_fp8_config(3000, 5008, 4112, 132, "tensor", False).bn == 256   # fast: as is
+
+
 def test_block_scales_read_in_place_where_their_layout_allows():
     # (M, kb) M-contiguous, K blocks 16-byte multiples apart, 16-byte aligned, M % 4 == 0: the
     # kernel's (kb, M) view of the same memory; the staged layouts need a GPU (tests/gpu)

@@ -10,7 +10,8 @@ import math
 from .config import BM, WgmmaConfig
 from .scheduler import waves
 
-__all__ = ["choose_config", "choose_fp8_config", "SHIPPED_CONFIGS", "FP8_NARROW", "FP8_BLOCK"]
+__all__ = ["choose_config", "choose_fp8_config", "SHIPPED_CONFIGS", "FP8_NARROW", "FP8_BLOCK",
+           "FP8_PAIRS"]
 
 #: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
 #: (mma_pipe=0).
@@ -48,6 +49,10 @@ FP8_NARROW = {128: WgmmaConfig(128, stages=6, mma_pipe=0),
 #: its epilogue: docs/fp8.md).
 FP8_BLOCK = {128: WgmmaConfig(128, stages=6, mma_pipe=0, c_buffers=1),
              64: WgmmaConfig(64, stages=8, mma_pipe=0, c_buffers=1)}
+#: The promoted 128 x 128 configs in 2-CTA clusters that multicast B, for K whose rows are not
+#: whole 128-byte lines (each box row then straddles two: docs/fp8.md).
+FP8_PAIRS = {"block": FP8_BLOCK[128].replace(cluster_m=2),
+             "promoted": FP8_NARROW[128].replace(cluster_m=2)}
 
 #: Every config choose_config can return, by a short name (numba_tma.precompile, the compile
 #: bench).
@@ -93,10 +98,15 @@ def choose_fp8_config(m, n, k, sms, scale, promote=False):
     """The config of an fp8 problem with scale mode ``scale`` ("", "tensor", "row", "block"):
     choose_config's, its one-block-per-tile narrow tiles replaced by persistent ones
     (:data:`FP8_NARROW`); block scales (:data:`FP8_BLOCK`) and promoted accumulation
-    (``promote``) take 128 x 128 tiles, or 128 x 64 where those give fewer than half the SMs a
-    tile."""
+    (``promote``) take 128 x 128 tiles, in 2-CTA clusters where K is not a multiple of 128 and
+    the row tiles pair up (:data:`FP8_PAIRS`), or 128 x 64 where those give fewer than half the
+    SMs a tile."""
     if scale == "block" or promote:
-        bn = 128 if math.ceil(m / BM) * math.ceil(n / 128) >= sms // 2 else 64
+        row_tiles = math.ceil(m / BM)
+        bn = 128 if row_tiles * math.ceil(n / 128) >= sms // 2 else 64
+        # an odd count leaves one CTA of a pair idle: measured slower than single CTAs
+        if bn == 128 and k % 128 and row_tiles % 2 == 0:
+            return FP8_PAIRS["block" if scale == "block" else "promoted"]
         return (FP8_BLOCK if scale == "block" else FP8_NARROW)[bn]
     cfg = choose_config(m, n, k, sms)
     return cfg if cfg.persistent else FP8_NARROW[cfg.bn]
