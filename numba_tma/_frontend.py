@@ -20,6 +20,9 @@ What is here:
   (:mod:`numba_tma.mbarrier`'s bounded waits), ``address_int`` (those waits' reports, and
   :mod:`numba_tma.tensormap.device`'s addresses), ``as_u64`` and ``as_u32``
   (:mod:`numba_tma.tensormap.device`'s operands). With numba-cuda they are llvmlite IR.
+- A kernel's parameter words for an array argument (``array_words``, with
+  ``ARRAY_POINTER_WORDS`` the positions of its data address among them): numba-cuda passes its
+  array struct, numba-cuda-mlir a memref descriptor (:class:`numba_tma.launch.DirectKernel`).
 - The internals numba_tma builds on, each loaded at its first use (``from numba_tma._frontend
   import driver`` inside a function), with the seam that needs it (module paths under
   ``numba.``; numba-cuda-mlir's under ``numba_cuda_mlir.numba_cuda.``):
@@ -46,7 +49,8 @@ import os
 
 __all__ = ["NAME", "front_end", "cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
-           "globaltimer", "address_int", "as_u64", "as_u32"]
+           "globaltimer", "address_int", "as_u64", "as_u32", "array_words",
+           "ARRAY_POINTER_WORDS"]
 
 #: Each front end's module of forms.
 _MODULES = {"numba-cuda": "_frontend_numba", "numba-cuda-mlir": "_frontend_mlir"}
@@ -69,8 +73,8 @@ NAME = _choose()
 _impl = importlib.import_module(f"{__package__}.{_MODULES[NAME]}")
 
 (cuda, types, errors, config, from_dtype, overload, intrinsic, register_jitable, libdevice,
- address_of, tail, trap, globaltimer, address_int, as_u64,
- as_u32) = (getattr(_impl, n) for n in __all__[2:])
+ address_of, tail, trap, globaltimer, address_int, as_u64, as_u32, array_words,
+ ARRAY_POINTER_WORDS) = (getattr(_impl, n) for n in __all__[2:])
 
 
 def front_end():

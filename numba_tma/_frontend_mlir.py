@@ -23,7 +23,7 @@ from numba_cuda_mlir.numba_cuda import types
 
 __all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
-           "globaltimer", "address_int", "as_u64", "as_u32"]
+           "globaltimer", "address_int", "as_u64", "as_u32", "array_words", "ARRAY_POINTER_WORDS"]
 
 intrinsic = _ext.intrinsic
 
@@ -85,6 +85,18 @@ INTERNALS = {
     "NumbaPerformanceWarning": (_NC + "core.errors", "NumbaPerformanceWarning"),
     "bundled_transpose": (_NC + "kernels.transpose", None),
 }
+
+
+# ------------------------------------------------------------------ kernel parameters
+def array_words(ptr, shape, strides, itemsize):
+    """The parameter words of an array argument of a kernel: its memref descriptor, each field a
+    parameter of its own (``allocated pointer, aligned pointer, offset, sizes..., strides...``,
+    offset and strides in elements)."""
+    return [ptr, ptr, 0, *shape, *(s // itemsize for s in strides)]
+
+
+#: Where :func:`array_words` puts the data address.
+ARRAY_POINTER_WORDS = (0, 1)
 
 
 # ------------------------------------------------------------------- the IR intrinsics

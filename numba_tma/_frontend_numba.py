@@ -3,6 +3,8 @@ extension API from ``numba.cuda``, the internals under ``numba.``, the IR intrin
 The driver's modules are absent under the CUDA simulator: their names fail there as the
 imports they stand for would."""
 
+import math
+
 import numba
 from llvmlite import ir
 from numba import config, cuda, types
@@ -12,9 +14,21 @@ from numba.cuda.extending import intrinsic, overload, register_jitable
 
 __all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
-           "globaltimer", "address_int", "as_u64", "as_u32"]
+           "globaltimer", "address_int", "as_u64", "as_u32", "array_words", "ARRAY_POINTER_WORDS"]
 
 from_dtype = numba.from_dtype
+
+
+# ------------------------------------------------------------------ kernel parameters
+def array_words(ptr, shape, strides, itemsize):
+    """The parameter words of an array argument of a kernel, as numba-cuda's marshalling
+    gives them: its array struct ``meminfo, parent, nitems, itemsize, data, shape...,
+    strides...`` (strides in bytes)."""
+    return [0, 0, math.prod(shape), itemsize, ptr, *shape, *strides]
+
+
+#: Where :func:`array_words` puts the data address.
+ARRAY_POINTER_WORDS = (4,)
 
 
 # ------------------------------------------------------------------ internals, loaded lazily

@@ -6,8 +6,9 @@ costs, cold and cached: ``docs/host.md``, ``docs/compile.md``).
 An entry holds the linked cubin of one kernel for one signature and compute capability, keyed by
 everything that changes the binary:
 
-- the numba_tma sources (every ``numba_tma/**/*.py`` and ``ptx/*.cu[h]``) and the versions of
-  numba, numba-cuda, numba_tma, cuda-bindings and the NVIDIA compiler wheels;
+- the numba_tma sources (every ``numba_tma/**/*.py`` and ``ptx/*.cu[h]``), the front end in use
+  and the versions of numba, numba-cuda, numba-cuda-mlir, numba_tma, cuda-bindings and the
+  NVIDIA compiler wheels;
 - the kernel's Python code: its bytecode and constants, the values its closure captured and the
   simple module globals it names (recursively through the device functions it calls), and, for
   kernels outside numba_tma, the whole source file that defines it;
@@ -148,11 +149,12 @@ def _prune():
 
 def _versions():
     from importlib import metadata
+    from ._frontend import front_end
 
-    names = ("numba", "numba-cuda", "numba_tma", "cuda-bindings", "cuda-core",
+    names = ("numba", "numba-cuda", "numba-cuda-mlir", "numba_tma", "cuda-bindings", "cuda-core",
              "nvidia-nvjitlink", "nvidia-cuda-nvrtc", "nvidia-cuda-nvcc", "nvidia-nvvm",
              "cuda-toolkit")
-    out = []
+    out = [f"front_end={front_end()}"]     # (both may be installed in one environment)
     for name in names:
         try:
             out.append(f"{name}={metadata.version(name)}")

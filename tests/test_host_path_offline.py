@@ -412,9 +412,11 @@ def test_a_single_row_or_column_operand_is_stored_along_its_long_side():
 
 def test_prepared_launch_packs_one_buffer_as_the_kernel_parameters_lie():
     # Without a driver: the packed buffer and the per-word pointers hold the same bytes, each
-    # word at its natural alignment, and set()/set_pointer() write into both.
+    # word at its natural alignment, and set()/set_pointer() write into both. (An array's words
+    # are the front end's: numba-cuda's array struct or numba-cuda-mlir's memref descriptor.)
     import numpy as np
 
+    from numba_tma._frontend import ARRAY_POINTER_WORDS, array_words
     from numba_tma.launch import DirectKernel, PreparedLaunch
 
     def kernel():
@@ -427,19 +429,54 @@ def test_prepared_launch_packs_one_buffer_as_the_kernel_parameters_lie():
     p = PreparedLaunch(d, 0, (1, 1, 1), (32, 1, 1), 0, None, None,
                        ((0x1000, 16), 7, 0.5, -1.0, 3, 9))
     raw = bytes(p._buffer)
-    assert ctypes.sizeof(p._buffer) == 56 + 8 + 4 + 4 + 4 + 4 + 8    # int64 after int32 aligns
-    assert np.frombuffer(raw[:56], "<i8").tolist() == [0, 0, 16, 8, 0x1000, 16, 8]
-    assert np.frombuffer(raw[56:64], "<i8")[0] == 7
-    assert np.frombuffer(raw[64:72], "<f4").tolist() == [0.5, -1.0]
-    assert np.frombuffer(raw[72:76], "<i4")[0] == 3
-    assert np.frombuffer(raw[80:88], "<i8")[0] == 9
+    n = 8 * len(array_words(0, (16,), (8,), 8))
+    assert ctypes.sizeof(p._buffer) == n + 8 + 4 + 4 + 4 + 4 + 8    # int64 after int32 aligns
+    assert np.frombuffer(raw[:n], "<i8").tolist() == array_words(0x1000, (16,), (8,), 8)
+    assert np.frombuffer(raw[n:n + 8], "<i8")[0] == 7
+    assert np.frombuffer(raw[n + 8:n + 16], "<f4").tolist() == [0.5, -1.0]
+    assert np.frombuffer(raw[n + 16:n + 20], "<i4")[0] == 3
+    assert np.frombuffer(raw[n + 24:n + 32], "<i8")[0] == 9
     p.set(2, 2.0)
     p.set_pointer(0, 0x2000)
     raw = bytes(p._buffer)
-    assert np.frombuffer(raw[64:68], "<f4")[0] == 2.0
-    assert np.frombuffer(raw[32:40], "<i8")[0] == 0x2000
+    assert np.frombuffer(raw[n + 8:n + 12], "<f4")[0] == 2.0
+    assert np.frombuffer(raw[:n], "<i8").tolist() == array_words(0x2000, (16,), (8,), 8)
     ptrs = list(p._params)
-    assert ptrs[4] - ctypes.addressof(p._buffer) == 32 and ptrs[-1] - ptrs[0] == 80
+    first = ARRAY_POINTER_WORDS[0]
+    assert ptrs[first] - ctypes.addressof(p._buffer) == 8 * first and ptrs[-1] - ptrs[0] == n + 24
+
+
+def test_direct_kernel_words_are_the_linked_kernels_parameters():
+    # The parameter sizes in the linked cubin's ELF (EIATTR_KPARAM_INFO) are the words
+    # DirectKernel packs, on either front end: each array's words, then each scalar.
+    import re
+    import subprocess
+
+    from numba_tma.launch import DirectKernel
+    from numba_tma.launch.direct import _parameter_sizes
+    from numba_tma.offline import find_tool, link_kernel
+
+    def kernel(a, x, b, y, f):
+        i = cuda.grid(1)
+        if i < b.shape[0]:
+            b[i] = a[i, 0] + x + y + f
+
+    sig = (types.Array(types.float32, 2, "C"), types.int32, types.Array(types.float64, 1, "A"),
+           types.uint64, types.float32)
+    linked = link_kernel(cuda.jit(kernel), sig)
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"params_{os.getpid()}.cubin")
+    with open(path, "wb") as f:
+        f.write(linked.cubin)
+    try:
+        elf = subprocess.run([find_tool("cuobjdump"), "-elf", path], capture_output=True,
+                             text=True, check=True).stdout
+    finally:
+        os.remove(path)
+    params = sorted((int(o, 16), int(s, 16)) for o, s in
+                    re.findall(r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*0x[0-9a-f]+\s+"
+                               r"Size\s*:\s*(0x[0-9a-f]+)", elf))
+    assert [o for o, _ in params] == list(range(len(params)))
+    assert [s for _, s in params] == _parameter_sizes(DirectKernel(kernel, sig)._layout)
 
 
 def test_dependent_launch_configs():
@@ -488,6 +525,7 @@ def test_dependent_launches_are_the_default(monkeypatch):
 
 
 def test_direct_kernel_checks_an_array_arguments_layout():
+    from numba_tma._frontend import array_words
     from numba_tma.launch import DirectKernel
 
     def kernel():
@@ -502,13 +540,15 @@ def test_direct_kernel_checks_an_array_arguments_layout():
     c = DirectKernel(kernel, (types.Array(types.float32, 2, "C"),))
     f = DirectKernel(kernel, (types.Array(types.float32, 2, "F"),))
     a = DirectKernel(kernel, (types.Array(types.float32, 2, "A"),))
-    assert c._words([Cai((3, 5), None)])[5:] == [3, 5, 20, 4]
-    assert f._words([Cai((3, 5), (4, 12))])[5:] == [3, 5, 4, 12]
-    assert a._words([Cai((3, 5), (40, 4))])[5:] == [3, 5, 40, 4]        # any strides
+    assert c._words([Cai((3, 5), None)]) == array_words(0x4000, (3, 5), (20, 4), 4)
+    assert f._words([Cai((3, 5), (4, 12))]) == array_words(0x4000, (3, 5), (4, 12), 4)
+    assert a._words([Cai((3, 5), (40, 4))]) == array_words(0x4000, (3, 5), (40, 4), 4)  # any
     with pytest.raises(TypeError, match=r"args\[0\]: the kernel takes a C-contiguous array"):
         c._words([Cai((3, 5), (4, 12))])
     with pytest.raises(TypeError, match=r"args\[0\]: the kernel takes a F-contiguous array"):
         f._words([Cai((3, 5), None)])
+    with pytest.raises(TypeError, match=r"args\[0\]: strides \(40, 6\) bytes are not whole"):
+        a._words([Cai((3, 5), (40, 6))])
 
 
 def test_cache_keeps_at_most_max_entries_least_recently_used_first(cache_root, monkeypatch):

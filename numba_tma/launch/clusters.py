@@ -6,12 +6,14 @@ clusters (:func:`launch_cluster`, :func:`cluster_launch`), and how many clusters
 import dataclasses
 import math
 import operator
+import threading
+import weakref
 
 from cuda.bindings import driver as _cudrv
 
-from .._frontend import cuda
+from .._frontend import cuda, front_end
 from .driver_calls import _check, _function_handle, _launch_config, pack_kernel_args
-from .streams import _core_stream
+from .streams import _core_stream, stream_handle
 
 __all__ = ["ClusterLaunch", "plan_cluster_launch", "launch_cluster", "cluster_launch",
            "max_active_clusters", "CLUSTER_MIN_CC", "MAX_PORTABLE_CLUSTER_SIZE",
@@ -162,15 +164,42 @@ def _allow_non_portable(func):
            "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
 
 
+_direct_kernels = weakref.WeakKeyDictionary()    # kernel -> {argtypes: DirectKernel}
+_direct_lock = threading.Lock()
+
+
+def _direct_kernel(kernel, args):
+    """The :class:`~numba_tma.launch.DirectKernel` of ``kernel`` for ``args``' types, made once.
+    numba-cuda-mlir's launcher marshals arguments in compiled code, with nothing to reuse for
+    ``cuLaunchKernelEx``; a DirectKernel packs them itself (device arrays, not numpy ones)."""
+    from .direct import DirectKernel
+
+    argtypes = tuple(kernel.typeof_pyval(a) for a in args)
+    with _direct_lock:
+        by_types = _direct_kernels.setdefault(kernel, {})
+        direct = by_types.get(argtypes)
+        if direct is None:
+            direct = by_types[argtypes] = DirectKernel(kernel, argtypes, cache=False)
+    return direct
+
+
 def _prepare_cluster(kernel, args, grid, block, cluster, shared_mem, non_portable):
-    """Checks (before any driver call), then the compiled kernel and its function handle,
-    opted in to non-portable cluster sizes when the plan needs them."""
+    """Checks (before any driver call), then the compiled kernel (numba-cuda's, or a
+    :func:`_direct_kernel` elsewhere) and its function handle, opted in to non-portable cluster
+    sizes when the plan needs them."""
     plan = plan_cluster_launch(grid, block, cluster, shared_mem=shared_mem,
                                non_portable=non_portable)
     _check_kernel_args(kernel, args)
     _require_cluster_device()
-    compiled = _compiled_kernel(kernel, args)
-    func = _function_handle(compiled)
+    if front_end() == "numba-cuda":
+        compiled = _compiled_kernel(kernel, args)
+        func = _function_handle(compiled)
+    else:
+        compiled = _direct_kernel(kernel, args)
+        func = compiled.function()
+        if not compiled._native:
+            raise RuntimeError(f"launch_cluster: the parameters of {kernel.__name__} are not "
+                               f"the words numba_tma packs for {front_end()}")
     if plan.non_portable:
         _allow_non_portable(func)
     return plan, compiled, func
@@ -189,7 +218,9 @@ def launch_cluster(kernel, grid, block, cluster, args, *, stream=0, shared_mem=0
     marshalling (``_Kernel._prepare_args``, then cuda.core's parameter packing) -- numpy arrays
     are copied in and back, device arrays, CuPy/torch arrays and :class:`numba_tma.TensorMap`
     (``__cuda_array_interface__``) pass as pointers. Only the launch call differs: it is
-    ``cuLaunchKernelEx`` with a ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`` attribute.
+    ``cuLaunchKernelEx`` with a ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`` attribute. On
+    numba-cuda-mlir the arguments are packed as :class:`DirectKernel` packs them: device arrays
+    (anything with ``__cuda_array_interface__``) and scalars, no numpy arrays.
 
     Inside the kernel, ``numba_tma.cluster`` gives the CTA's rank and the cluster barrier, and
     ``tma.load_multicast`` writes into every CTA of a cluster. Kernels compiled with
@@ -199,12 +230,15 @@ def launch_cluster(kernel, grid, block, cluster, args, *, stream=0, shared_mem=0
     """
     plan, compiled, func = _prepare_cluster(kernel, args, grid, block, cluster, shared_mem,
                                             non_portable)
-    core_stream, stream_handle = _core_stream(stream)
     retr, kernelargs = [], []
-    for ty, value in zip(compiled.argument_types, args):
-        compiled._prepare_args(ty, value, core_stream, retr, kernelargs)
+    if front_end() == "numba-cuda":
+        core_stream, handle = _core_stream(stream)
+        for ty, value in zip(compiled.argument_types, args):
+            compiled._prepare_args(ty, value, core_stream, retr, kernelargs)
+    else:
+        handle, kernelargs = stream_handle(stream), compiled._words(args)
     params, keepalive = pack_kernel_args(kernelargs)
-    config = _launch_config(plan, stream_handle, getattr(compiled, "cooperative", False))
+    config = _launch_config(plan, handle, getattr(compiled, "cooperative", False))
     result = _cudrv.cuLaunchKernelEx(config, func, params, 0)
     del keepalive
     _check(result, f"cuLaunchKernelEx(grid={plan.grid}, block={plan.block}, "

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 from cuda.bindings import driver as _cudrv
 
-from .._frontend import cuda
+from .._frontend import ARRAY_POINTER_WORDS, array_words, cuda, front_end
 from .clusters import MAX_PORTABLE_CLUSTER_SIZE, _dim3, launch_cluster, plan_cluster_launch
 from .driver_calls import _check, _function_handle, _launch_config, _PlainLaunch, pack_kernel_args
 from .shared_memory import _check_dynamic_shared
@@ -52,13 +52,15 @@ def _arch_name(cc):
 
 @functools.cache
 def _numba_packs_like_us(ty):
-    """Whether numba's marshalling of an argument of type ``ty`` gives the words
+    """Whether numba-cuda's marshalling of an argument of type ``ty`` gives the words
     :meth:`DirectKernel._array_words` packs (an array is ``meminfo, parent, nitems, itemsize,
     data, shape..., strides...``): numba's own ``_prepare_args`` on a small probe, once per
-    type and process, without compiling any kernel. Non-arrays are packed as numba packs them."""
+    type and process, without compiling any kernel. Non-arrays are packed as numba packs them.
+    numba-cuda-mlir's launcher is compiled code, with nothing to probe: its kernels' parameter
+    sizes are checked instead (:func:`_parameters_match`)."""
     from .._frontend import types
 
-    if not isinstance(ty, types.Array):
+    if not isinstance(ty, types.Array) or front_end() != "numba-cuda":
         return True
     try:
         from .._frontend import Kernel as _Kernel
@@ -76,6 +78,36 @@ def _numba_packs_like_us(ty):
         return False
 
 
+def _parameter_sizes(layout):
+    """The byte size of each parameter word :class:`DirectKernel` packs for ``layout``."""
+    sizes = []
+    for kind in layout:
+        if isinstance(kind, _ArraySlot):
+            n = len(array_words(0, (1,) * kind.ndim, (kind.itemsize,) * kind.ndim, kind.itemsize))
+            sizes += [8] * n
+        else:
+            sizes.append(ctypes.sizeof(kind))
+    return sizes
+
+
+def _parameters_match(func, layout):
+    """Whether ``func``'s parameters (``cuFuncGetParamInfo``: their count and sizes) are the
+    words :class:`DirectKernel` packs for ``layout``; True where the driver cannot say."""
+    info = getattr(_cudrv, "cuFuncGetParamInfo", None)
+    if info is None:
+        return True
+    past_last = _cudrv.CUresult.CUDA_ERROR_INVALID_VALUE
+    for i, size in enumerate(_parameter_sizes(layout) + [None]):  # (None: no more there)
+        err, _, got = info(func, i)
+        if err == past_last:
+            return size is None
+        if err != _cudrv.CUresult.CUDA_SUCCESS:       # a driver without it (before 12.4)
+            return True
+        if size is None or int(got) != size:
+            return False
+    return True
+
+
 class DirectKernel:
     """``kernel`` compiled once for ``argtypes``, its linked cubin kept on disk
     (:mod:`numba_tma.kernel_cache`), and launched with ``cuLaunchKernel`` (``cuLaunchKernelEx``
@@ -85,8 +117,8 @@ class DirectKernel:
     objects on every call (many times the driver's own launch cost), and numba-cuda cannot
     cache kernels that link ``.cu`` files, so every process compiled them again (the figures:
     ``docs/host.md`` and ``docs/compile.md``). Here a launch packs the words numba's
-    marshalling would produce (an array
-    is ``meminfo, parent, nitems, itemsize, data, shape..., strides...``) and calls the driver,
+    marshalling would produce (an array is numba-cuda's array struct, or numba-cuda-mlir's
+    memref descriptor: :func:`numba_tma._frontend.array_words`) and calls the driver,
     and the function comes from a cubin loaded from disk when one was built before.
 
     ``argtypes``: numba types (arrays of any rank and layout, integers, float32/64), a numba
@@ -99,8 +131,9 @@ class DirectKernel:
     repeated with the same shape and arrays is cheapest through :meth:`prepare`. ``stream`` is
     anything :func:`stream_handle` takes. The caller owns the arrays' validity (device, bounds,
     lifetime until the kernel ran), as with any launch. The packing is checked against numba's
-    own ``_prepare_args`` when the kernel is compiled; should numba's layout ever differ,
-    launches go through numba's launch path instead (same results, numba's host cost).
+    own ``_prepare_args`` (numba-cuda) and the function's parameter sizes when the kernel is
+    loaded; should they ever differ, launches go through numba's launch path instead (same
+    results, numba's host cost).
     """
 
     def __init__(self, kernel, argtypes, *, key=(), cache=True):
@@ -175,16 +208,19 @@ class DirectKernel:
             self._cubin = self._cubin_from_disk_or_build(kernel_cache)
         if self._cubin is False:                 # not cacheable: numba loads and owns it
             compiled = self._compile()
-            compiled.bind()
+            if front_end() == "numba-cuda":     # (numba-cuda-mlir's loads in get_cufunc)
+                compiled.bind()
             self._native = False
             return _function_handle(compiled)
-        if self._native is None:
-            self._native = all(_numba_packs_like_us(ty) for ty in self._argtypes)
         cubin, entry = self._cubin
         module = _check(_cudrv.cuModuleLoadData(cubin), "cuModuleLoadData")
         self._modules[ctx] = module
-        return _check(_cudrv.cuModuleGetFunction(module, entry.encode()),
+        func = _check(_cudrv.cuModuleGetFunction(module, entry.encode()),
                       f"cuModuleGetFunction({entry})")
+        if self._native is None:
+            self._native = (all(_numba_packs_like_us(ty) for ty in self._argtypes)
+                            and _parameters_match(func, self._layout))
+        return func
 
     def _numba_only(self):
         """Whether only numba's own launch path can load this kernel: debug builds (their
@@ -295,7 +331,7 @@ class DirectKernel:
             if slot.ndim != 1 or slot.layout not in "CA":
                 raise TypeError(f"args[{i}]: (pointer, nitems) stands for a 1-D C-contiguous "
                                 f"array; the kernel takes a {slot.ndim}-D {slot.layout} array")
-            return [0, 0, nitems, slot.itemsize, ptr, nitems, slot.itemsize]
+            return array_words(ptr, (nitems,), (slot.itemsize,), slot.itemsize)
         cai = getattr(arg, "__cuda_array_interface__", None)
         if cai is None:
             raise TypeError(f"args[{i}] must be a CUDA array or a (pointer, nitems) pair; got "
@@ -317,8 +353,10 @@ class DirectKernel:
         if want is not None and strides != want and math.prod(shape) > 1:
             raise TypeError(f"args[{i}]: the kernel takes a {slot.layout}-contiguous array; got "
                             f"strides {strides} bytes for shape {shape}")
-        nitems = math.prod(shape)
-        return [0, 0, nitems, itemsize, cai["data"][0], *shape, *strides]
+        if any(st % itemsize for st in strides):
+            raise TypeError(f"args[{i}]: strides {strides} bytes are not whole elements of "
+                            f"{itemsize} bytes")
+        return array_words(cai["data"][0], shape, strides, itemsize)
 
     def _words(self, args):
         words = []
@@ -508,7 +546,8 @@ class PreparedLaunch:
 
     def set_pointer(self, i, ptr):
         """Replace only the data address of array argument ``i`` (same shape)."""
-        self._values[self._slots[i] + 4].value = ptr
+        for word in ARRAY_POINTER_WORDS:
+            self._values[self._slots[i] + word].value = ptr
         if isinstance(self._args[i], tuple):
             self._args[i] = (ptr, self._args[i][1])
 
