@@ -1,7 +1,7 @@
 """Dynamic shared memory past the default 48 KB: a kernel's launches may use more only once the
 kernel opted in (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``), up to the device's limit."""
 
-from .._frontend import cuda
+from .._frontend import cuda, front_end
 
 __all__ = ["DEFAULT_DYNAMIC_SHARED", "max_dynamic_shared", "reserve_dynamic_shared"]
 
@@ -36,8 +36,22 @@ def reserve_dynamic_shared(kernel, signature, nbytes):
     from .._frontend import binding, driver
 
     compiled = kernel.compile(signature)
-    cufunc = compiled._codelibrary.get_cufunc()
-    _check_dynamic_shared(nbytes, cufunc.attrs.shared)
     attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cuda.get_current_device().id)
+    if front_end() == "numba-cuda":     # (numba-cuda launches the CUkernel: set it there)
+        cufunc = compiled._codelibrary.get_cufunc()
+        _check_dynamic_shared(nbytes, cufunc.attrs.shared)
+        driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle,
+                                    cuda.get_current_device().id)
+        return compiled
+    from cuda.bindings import driver as cudrv
+
+    from .driver_calls import _check, _function_handle
+
+    func = _function_handle(compiled)   # numba-cuda-mlir: the CUfunction its launcher uses
+    static = _check(cudrv.cuFuncGetAttribute(
+        cudrv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func),
+        "cuFuncGetAttribute(SHARED_SIZE_BYTES)")
+    _check_dynamic_shared(nbytes, int(static))
+    _check(cudrv.cuFuncSetAttribute(func, attr, int(nbytes)),
+           "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
     return compiled

@@ -39,6 +39,18 @@ class EpilogueFn(typing.NamedTuple):
         return getattr(py, "__qualname__", repr(py))
 
 
+def _spread(user, nargs):
+    """``call(v, row, col, args)`` -> ``user(v, row, col, args[0], ..., args[nargs - 1])``,
+    written out: numba-cuda-mlir cannot call a closure with ``*args``."""
+    spread = "".join(f", args[{i}]" for i in range(nargs))
+    namespace = {}
+    exec(f"def make(user):\n"
+         f"    def call(v, row, col, args):\n"
+         f"        return user(v, row, col{spread})\n"
+         f"    return call\n", namespace)
+    return inline_device(namespace["make"](user))
+
+
 @functools.cache        # one per function and argument types: every kernel of it shares it
 def element_epilogue(epi):
     """``(apply, apply_inside)``: ``apply(v, row, col, m, n, args)`` -> float32 is
@@ -46,17 +58,18 @@ def element_epilogue(epi):
     elements past C's edge are never stored); ``apply_inside(v, row, col, m, n, args)`` the
     same for an element known to be inside, without the test (the writers take it for whole
     boxes inside C: no branch around each element, so their loads issue together)."""
-    user = inline_device(epi.fn.py_func)    # (the user's code, forceinlined into the kernel)
+    # (the user's code, forceinlined into the kernel)
+    call = _spread(inline_device(epi.fn.py_func), len(epi.argtypes))
 
     @inline_device
     def apply(v, row, col, m, n, args):
         if row < m and col < n:
-            return np.float32(user(v, row, col, *args))
+            return np.float32(call(v, row, col, args))
         return v
 
     @inline_device
     def apply_inside(v, row, col, m, n, args):
-        return np.float32(user(v, row, col, *args))
+        return np.float32(call(v, row, col, args))
     return apply, apply_inside
 
 
