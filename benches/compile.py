@@ -15,7 +15,8 @@ Every kernel is built in a fresh Python process of its own, with the on-disk ker
 call. ``cold_s`` is ``numba_tma.offline.link_kernel`` (numba's front end, NVVM's LTO-IR of the
 kernel, NVRTC on the ``ptx/*.cu`` files it links, one ``nvJitLink -lto`` to a cubin) timed
 alone, after the imports (``import_s``); ``phase_s`` splits it: ``frontend`` (numba's typing and
-lowering to LLVM IR: the rest), ``llvm_nvvm`` (NVVM to LTO-IR), ``nvrtc`` and ``link``
+lowering to LLVM IR: the rest), ``llvm_nvvm`` (NVVM to LTO-IR; numba-cuda's step, 0 under
+numba-cuda-mlir, whose lowering to LTO-IR counts as ``frontend``), ``nvrtc`` and ``link``
 (nvJitLink: link-time optimisation and ptxas). The processes run one at a time, so no two
 compete for the cores.
 
@@ -93,12 +94,13 @@ class _Phases:
         setattr(owner, name, timed)
 
     def install(self):
-        import numba.cuda.codegen as codegen
-        from numba.cuda.cudadrv import nvrtc
-
         from numba_tma import offline
+        from numba_tma._frontend import codegen, nvrtc
 
-        self.wrap(codegen.CUDACodeLibrary, "get_ltoir", "llvm_nvvm")
+        # numba-cuda's LLVM IR to LTO-IR (NVVM); numba-cuda-mlir has no such step of its own
+        # (its lowering counts as frontend)
+        if hasattr(codegen, "CUDACodeLibrary"):
+            self.wrap(codegen.CUDACodeLibrary, "get_ltoir", "llvm_nvvm")
         self.wrap(nvrtc, "compile", "nvrtc")
         self.wrap(offline.link, "_nvjitlink", "link")
         return self

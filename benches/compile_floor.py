@@ -27,7 +27,7 @@ NVIDIA_WHEELS = ("nvidia-nvjitlink", "nvidia-cuda-nvrtc", "nvidia-cuda-nvcc")
 TRIVIAL = """
 import time
 t0 = time.perf_counter()
-from numba import cuda
+from numba_tma._frontend import cuda
 from numba_tma import offline
 t1 = time.perf_counter()
 

@@ -111,7 +111,7 @@ def framework_ops(n):
     """The public ops on CuPy arrays and numba device arrays (the caller's framework allocates
     ``out`` for the ops without one)."""
     import numpy as np
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     import numba_tma
 

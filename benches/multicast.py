@@ -118,7 +118,7 @@ def format_results(rows):
 
 
 def run(args):
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     from numba_tma.kernels import multicast_copy as mc
 

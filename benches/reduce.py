@@ -174,7 +174,7 @@ def load_library():
 
 def run_candidate(name, role, launch, output, shape, ref, abs_sum, args, note=None):
     """Check ``launch()`` (its output via ``output(ret)``), then time it."""
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     bench.log(f"  {name}: check")
     try:
@@ -201,7 +201,7 @@ def run_candidate(name, role, launch, output, shape, ref, abs_sum, args, note=No
 def measure_copy(d_x, shape, args, torch, ref, abs_sum):
     """The copy ceiling: the faster of cuMemcpyDtoDAsync and torch ``copy_`` of x's bytes (its
     destination is freed on return)."""
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     d_copy = cuda.device_array(d_x.size, np.float32)
     return baselines.merge_copies([
@@ -210,7 +210,7 @@ def measure_copy(d_x, shape, args, torch, ref, abs_sum):
 
 
 def run_shape(shape, args, red, torch, cupy, reasons, rng):
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     m, n = shape
     bench.log(f"float32 {m} x {n}: generating the input")

@@ -285,19 +285,20 @@ def check_sampled(src, fetch_rows, fetch_cols, rows, cols):
 
 
 # ---------------------------------------------------------------------------------------------
-# device side (numba.cuda imported lazily)
+# device side (the front end's cuda imported lazily)
 
-cuda = None     # numba.cuda, bound on first use: importing this file needs no GPU stack
+cuda = None     # the front end's cuda, bound on first use: importing this file needs no GPU stack
 
 
 def _import_cuda():
-    """numba.cuda, bound to this module's global ``cuda`` (the helper kernels below name it as a
-    global, which is also what the CUDA simulator swaps for its fake module)."""
+    """The front end's ``cuda`` (``numba_tma._frontend``), bound to this module's global ``cuda``
+    (the helper kernels below name it as a global, which is also what the CUDA simulator swaps
+    for its fake module)."""
     global cuda
     if cuda is None:
-        from numba import cuda as numba_cuda
+        from numba_tma._frontend import cuda as frontend_cuda
 
-        cuda = numba_cuda
+        cuda = frontend_cuda
     return cuda
 
 
@@ -477,7 +478,7 @@ def run_candidate(cand, cfg, tools, args, rng):
 def baseline_candidates(cfg, torch, cupy, want_baselines):
     """(copy candidates, other baseline candidates, skipped rows), over
     :mod:`numba_tma.bench.baselines`."""
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     d_src, d_out = cfg["d_src"], cfg["d_out"]
     copies = [Candidate(name, "baseline", launch, None)
@@ -559,7 +560,7 @@ def load_library():
 
 def run_config(shape, dtype, args, library, selected, torch, cupy, reasons, tools, rng):
     """Every candidate of one (shape, dtype); returns its rows (finalized)."""
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     m, n = shape
     rows = []
@@ -613,7 +614,7 @@ def main(argv=None, library=None):
             print(f"error: --kernels: {exc}", file=sys.stderr)
             return 2
 
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     torch = cupy = None
     reasons = {"torch_reason": "--no-baselines", "cupy_reason": "--no-baselines"}

@@ -66,7 +66,7 @@ def _cdiv(a, b):
 def pattern_kernel(TR, TC, threads, min_blocks, halo, extra, copy_mode, clamp):
     """The pattern kernel for one tile (see the module docstring); ``clamp`` keeps addresses
     inside the buffers (needed where the shape is not a tile multiple)."""
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     from numba_tma import gmem
 
@@ -145,8 +145,7 @@ def parse_args(argv=None):
 
 def measure(shape, args, rng):
     """Rows ``{"kernel", "shape", "ms", "GBps", "pct_of_copy"}`` of one shape."""
-    from numba import cuda
-    from numba.cuda.cudadrv import driver
+    from numba_tma._frontend import cuda, driver_module as driver
 
     from numba_tma import transpose
 

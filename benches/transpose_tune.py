@@ -68,7 +68,7 @@ def main(argv=None):
 
     import numpy as np
     import torch
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     from numba_tma.ladders import transpose_tma as tt
 

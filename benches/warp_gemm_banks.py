@@ -113,7 +113,7 @@ def load_ladder():
 def check_rung(name, rng, normals=True):
     """Run rung ``name`` on integer inputs (exact) and, if ``normals``, on standard normals
     (fp16 rounding of the f32 product); returns {"ok", "int_exact", "normal_max_rel_err"}."""
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     fn = load_ladder().LADDER[name]
     out = cuda.to_device(np.full((N16, N16), np.nan, np.float16))

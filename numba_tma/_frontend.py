@@ -37,7 +37,10 @@ What is here:
   - ``Kernel`` (``cuda.dispatcher._Kernel``), ``sigutils`` (``core.sigutils``): direct launches;
   - ``rewrites`` (``cuda.core.rewrites``): the address-space check;
   - ``NumbaPerformanceWarning`` (``cuda.core.errors``): quiet launches;
-  - ``bundled_transpose`` (``cuda.kernels.transpose``): the bench's baseline.
+  - ``bundled_transpose`` (``cuda.kernels.transpose``): the bench's baseline;
+  - ``cuda_config`` (``cuda.core.config``, the module the launch reads its warnings' settings
+    from) and ``codegen`` (``cuda.codegen``; numba-cuda's ``CUDACodeLibrary``, absent from
+    numba-cuda-mlir's copy): the tests and the compile bench only.
 
 The driver's modules are absent under the CUDA simulator: their names fail there as the
 imports they stand for would.

@@ -84,6 +84,8 @@ INTERNALS = {
     "sigutils": (_NC + "core.sigutils", None),
     "NumbaPerformanceWarning": (_NC + "core.errors", "NumbaPerformanceWarning"),
     "bundled_transpose": (_NC + "kernels.transpose", None),
+    "cuda_config": (_NC + "core.config", None),
+    "codegen": (_NC + "codegen", None),
 }
 
 

@@ -53,6 +53,8 @@ INTERNALS = {
     "sigutils": ("numba.core.sigutils", None),
     "NumbaPerformanceWarning": ("numba.cuda.core.errors", "NumbaPerformanceWarning"),
     "bundled_transpose": ("numba.cuda.kernels.transpose", None),
+    "cuda_config": ("numba.cuda.core.config", None),
+    "codegen": ("numba.cuda.codegen", None),
 }
 
 

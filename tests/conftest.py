@@ -40,7 +40,7 @@ def sm90_skip_reason(listed=gpu_listed):
         # Under the simulator cc checks pass, but nothing here runs there.
         return "the CUDA simulator cannot run TMA/mbarrier inline PTX"
     try:
-        from numba import cuda
+        from numba_tma._frontend import cuda
 
         if not cuda.is_available():
             return skip_or_raise("no CUDA driver or GPU on this machine", listed)

@@ -7,17 +7,26 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+import numba_tma
+
 WORKERS = 2
 TIMEOUT_S = 600
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: For the tests that run kernels under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1): it is
+#: numba-cuda's (``numba.cuda.simulator``); numba-cuda-mlir has none, and its front end would
+#: compile for the GPU whatever that variable says.
+needs_simulator = pytest.mark.skipif(
+    numba_tma.front_end() != "numba-cuda",
+    reason="the CUDA simulator (NUMBA_ENABLE_CUDASIM) is numba-cuda's; numba-cuda-mlir has none")
 
 
 def run_cases(script, cases, workers=WORKERS, timeout_s=TIMEOUT_S):
     """Run ``script`` in ``workers`` simulator processes over ``cases`` (round-robin), each case's
     first item its id. Returns ``({id: result line}, [worker errors])``; the numba_tma the tests
     import (installed or this checkout) is the one the workers import."""
-    import numba_tma
-
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(numba_tma.__file__)))
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1",
            "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])}

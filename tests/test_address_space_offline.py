@@ -6,10 +6,9 @@ import os
 
 import numpy as np
 import pytest
-from numba import cuda
-from numba.core.errors import TypingError
 
 from numba_tma import _address_space, bulk, gmem, mbarrier, tma, warp
+from numba_tma._frontend import cuda, errors
 from numba_tma.offline import compile_kernel
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
@@ -68,7 +67,7 @@ def local_ldmatrix_tile(desc, out):
     (local_ldmatrix_tile, r"warp.ldmatrix: tile is a cuda.local.array"),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_wrong_address_space_fails_to_compile(kernel, message):
-    with pytest.raises(TypingError, match=message):
+    with pytest.raises(errors.TypingError, match=message):
         compile_kernel(kernel, MAP_AND_OUT)
 
 

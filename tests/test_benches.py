@@ -19,6 +19,7 @@ import pytest
 
 from numba_tma import bench as toolkit
 from numba_tma.bench import baselines
+from sim_workers import needs_simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHES = ROOT / "benches"
@@ -436,14 +437,13 @@ def test_sampled_check_dtypes(dtype):
 
 
 def test_launcher_errors_skip_or_fail():
-    from numba.core.errors import TypingError
-    from numba.cuda.cudadrv.driver import CudaAPIError
+    from numba_tma._frontend import CudaAPIError, errors
 
     assert toolkit.skippable(TypeError("float64 unsupported"))
     assert toolkit.skippable(ValueError("rows must be 16-byte multiples"))
     assert toolkit.skippable(RuntimeError("no sm_90"))
     assert not toolkit.skippable(CudaAPIError(700, "illegal address"))
-    assert not toolkit.skippable(TypingError("bad kernel"))
+    assert not toolkit.skippable(errors.TypingError("bad kernel"))
     assert not toolkit.skippable(KeyError("x"))
 
 
@@ -454,7 +454,7 @@ import importlib.util, sys
 spec = importlib.util.spec_from_file_location("bench_transpose", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
-from numba import cuda
+from numba_tma._frontend import cuda
 
 @cuda.jit
 def naive(src, out):
@@ -491,6 +491,7 @@ sys.exit(bench.main(sys.argv[2:], library=library))
 """
 
 
+@needs_simulator
 def test_whole_run_under_simulator(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(SIM_SCRIPT)
@@ -709,7 +710,7 @@ def test_gemm_bench_without_triton(gemm, monkeypatch):
 def test_transpose_ceiling_pattern_kernels_compile_clean():
     # Each pattern runs at its shape's clamp setting with 16-byte loads and stores only, all in
     # registers (a spill would add local-memory traffic the real kernels do not have).
-    from numba import types
+    from numba_tma._frontend import types
 
     from numba_tma.offline import compile_kernel
     from sass_checks import check_clean
@@ -957,7 +958,7 @@ def test_bench_without_matplotlib_says_so_before_running():
 
 
 def test_unmet_needs(monkeypatch):
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     from numba_tma.bench import env
 

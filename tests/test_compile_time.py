@@ -15,9 +15,9 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     pytest.skip("the CUDA simulator has no compiler", allow_module_level=True)
 
 import numpy as np
-from numba import cuda, types
 
 from numba_tma import offline, precompile, transpose_api, wgmma
+from numba_tma._frontend import cuda, types
 from numba_tma.kernels.gemm import choose
 from numba_tma._bridge import inline_device
 from numba_tma.offline import compile_kernel
@@ -69,7 +69,7 @@ def test_literal_is_kept_where_the_body_needs_it():
 
 def test_nvrtc_runs_once_per_source_and_process(monkeypatch, tmp_path):
     calls = []
-    from numba.cuda.cudadrv import nvrtc
+    from numba_tma._frontend import nvrtc
 
     real = nvrtc.compile
 
@@ -97,9 +97,9 @@ def test_nvrtc_runs_once_per_source_and_process(monkeypatch, tmp_path):
     cu.write_text('extern "C" __device__ int plus_seven(int x) { return x + 8; }\n')
     offline.link_kernel(kernel, "void(int32[::1])")          # an edited source: compiled again
     assert calls == ["plus_seven"] * 2
-    import numba.cuda.compiler
+    from numba_tma._frontend import compiler
 
-    assert numba.cuda.compiler.nvrtc is nvrtc              # the stand-in is gone again
+    assert compiler.nvrtc is nvrtc                          # the stand-in is gone again
 
 
 def test_link_kernel_names_the_entry_and_its_files():

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda, types
 
 from numba_tma import epilogues
+from numba_tma._frontend import cuda, types
 from numba_tma.kernels.gemm import KernelSpec
 from numba_tma.kernels.gemm.choose import NARROW, OVERLAPPED, TALL, WIDE
 from numba_tma.kernels.gemm.plan import ARGTYPES

@@ -8,9 +8,9 @@ import os
 import warnings
 
 import pytest
-from numba import cuda, types
 
 from numba_tma import _calls, kernel_cache
+from numba_tma._frontend import cuda, types
 from numba_tma.launch import configure, stream_handle
 
 
@@ -96,7 +96,7 @@ def test_operand_key_reads_address_layout_and_device():
 # -- quiet launches --------------------------------------------------------------------------
 
 def test_library_launch_configs_do_not_warn_about_grid_size(monkeypatch):
-    from numba.cuda.core import config as cuda_config   # what numba-cuda's launch reads
+    from numba_tma._frontend import cuda_config   # what numba-cuda's launch reads
 
     monkeypatch.setattr(cuda_config, "CUDA_LOW_OCCUPANCY_WARNINGS", 1)
     monkeypatch.setattr(cuda_config, "DISABLE_PERFORMANCE_WARNINGS", 0)
@@ -116,7 +116,7 @@ def test_library_launch_configs_do_not_warn_about_grid_size(monkeypatch):
 def test_quiet_launches_match_a_highlighted_warning():
     # With colorama installed (the H100 image) numba wraps the message in terminal codes:
     # "\x1b[1mGrid size 1 ...". A filter anchored at "Grid size" let those through.
-    from numba.cuda.core.errors import NumbaPerformanceWarning
+    from numba_tma._frontend import NumbaPerformanceWarning
 
     class Loud:
         def __getitem__(self, config):
@@ -664,8 +664,7 @@ def test_output_pool_release_frees_the_current_contexts_blocks(monkeypatch):
 
 def test_output_pool_arrays_are_numba_arrays_like_the_constructors():
     import numpy as np
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    from numba.cuda.cudadrv.driver import MemoryPointer
+    from numba_tma._frontend import DeviceNDArray, MemoryPointer
 
     pool, _ = _pool(1 << 20)
     f16 = np.dtype(np.float16)
@@ -684,8 +683,7 @@ def test_output_pool_arrays_are_numba_arrays_like_the_constructors():
 
 def test_numba_operand_key_reads_the_interface_address():
     import numpy as np
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    from numba.cuda.cudadrv.driver import MemoryPointer, binding
+    from numba_tma._frontend import DeviceNDArray, MemoryPointer, binding
 
     mem = MemoryPointer(None, ctypes.c_void_p(0x40000), 4096)
     arr = DeviceNDArray((16, 64), (128, 2), np.float16, gpu_data=mem)

@@ -7,13 +7,8 @@ import pytest
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     pytest.skip("the CUDA simulator has no compiler to inspect", allow_module_level=True)
 
-import numba.cuda.compiler
-import numba.cuda.dispatcher
-from numba import cuda, float32, types, uint64
-from numba.core.errors import TypingError
-from numba.cuda.extending import intrinsic
-
 from numba_tma import offline
+from numba_tma._frontend import address_of as _addr, compiler, cuda, dispatcher, errors, types
 from numba_tma.offline import KernelBinary, compile_kernel, find_tool, parse_mnemonics, parse_opcodes
 
 # NVRTC has no standard headers here, hence the typedef.
@@ -30,18 +25,6 @@ extern "C" __device__ float ot_add_one(float x) { return x + 1.0f; }
 """
 
 
-@intrinsic
-def _addr(typingctx, arr):
-    """void* to an array's data (the C helpers take raw shared-memory pointers)."""
-    if isinstance(arr, types.Array):
-
-        def codegen(context, builder, sig, args):
-            ary = context.make_array(sig.args[0])(context, builder, args[0])
-            return builder.bitcast(ary.data, context.get_value_type(types.voidptr))
-
-        return types.voidptr(arr), codegen
-
-
 @pytest.fixture
 def helpers_cu(tmp_path):
     path = tmp_path / "offline_helpers.cu"
@@ -56,8 +39,8 @@ def no_driver(monkeypatch):
     def get_current_device():
         raise RuntimeError("no CUDA driver (simulated by the test)")
 
-    monkeypatch.setattr(numba.cuda.dispatcher, "get_current_device", get_current_device)
-    monkeypatch.setattr(numba.cuda.compiler, "get_current_device", get_current_device)
+    monkeypatch.setattr(dispatcher, "get_current_device", get_current_device)
+    monkeypatch.setattr(compiler, "get_current_device", get_current_device)
     return get_current_device
 
 
@@ -70,8 +53,8 @@ def test_inline_ptx_helpers_are_lto_inlined(helpers_cu):
     )
 
     def kernel(out):
-        bar = cuda.shared.array(1, uint64)  # 8 bytes
-        buf = cuda.shared.array(256, float32)  # 1024 bytes
+        bar = cuda.shared.array(1, types.uint64)  # 8 bytes
+        buf = cuda.shared.array(256, types.float32)  # 1024 bytes
         tid = cuda.threadIdx.x
         buf[tid] = tid
         if tid == 0:
@@ -108,7 +91,7 @@ def test_inline_ptx_helpers_are_lto_inlined(helpers_cu):
 
     # Control: without the fence call there is no FENCE, so the check above is real.
     def init_only(out):
-        bar = cuda.shared.array(1, uint64)
+        bar = cuda.shared.array(1, types.uint64)
         if cuda.threadIdx.x == 0:
             init(_addr(bar), 1)
         cuda.syncthreads()
@@ -122,7 +105,7 @@ def test_inline_ptx_helpers_are_lto_inlined(helpers_cu):
 def test_device_function_compiles_without_driver(no_driver):
     @cuda.jit(device=True)
     def scale(x):
-        return x * float32(3.0) + float32(1.0)
+        return x * types.float32(3.0) + types.float32(1.0)
 
     @cuda.jit
     def kernel(out):
@@ -130,13 +113,13 @@ def test_device_function_compiles_without_driver(no_driver):
         if i < out.size:
             out[i] = scale(out[i])
 
-    kb = compile_kernel(kernel, (float32[::1],))
+    kb = compile_kernel(kernel, (types.float32[::1],))
     assert kb.registers > 0
     assert kb.has("FFMA") and kb.has("STG")
     assert kb.count("CALL") == 0
     # The simulated "no driver" query is back in place after the compile.
-    assert numba.cuda.dispatcher.get_current_device is no_driver
-    assert numba.cuda.compiler.get_current_device is no_driver
+    assert dispatcher.get_current_device is no_driver
+    assert compiler.get_current_device is no_driver
 
 
 def test_patch_restored_after_failing_compile(no_driver):
@@ -148,18 +131,18 @@ def test_patch_restored_after_failing_compile(no_driver):
         out[0] = broken(out[0])
 
     # A TypingError (not the simulated driver error) means typing ran under the patch.
-    with pytest.raises(TypingError):
+    with pytest.raises(errors.TypingError):
         compile_kernel(kernel, "void(float32[::1])")
-    assert numba.cuda.dispatcher.get_current_device is no_driver
-    assert numba.cuda.compiler.get_current_device is no_driver
+    assert dispatcher.get_current_device is no_driver
+    assert compiler.get_current_device is no_driver
 
 
 def test_runtime_indexed_local_array_shows_local_memory():
     def kernel(out, idx, n):
-        a = cuda.local.array(64, float32)
+        a = cuda.local.array(64, types.float32)
         for i in range(64):
             a[i] = out[i] * i
-        s = float32(0)
+        s = types.float32(0)
         for j in range(n):
             s += a[(idx + j) % 64]
         out[cuda.threadIdx.x] = s
@@ -171,7 +154,7 @@ def test_runtime_indexed_local_array_shows_local_memory():
 
 
 def test_link_inputs_from_linking_and_dispatcher(helpers_cu):
-    add_one = cuda.declare_device("ot_add_one", float32(float32), abi="c")  # no link=
+    add_one = cuda.declare_device("ot_add_one", types.float32(types.float32), abi="c")  # no link=
 
     def kernel(out):
         out[0] = add_one(out[0])

@@ -1,5 +1,6 @@
 """The package's layout: the seed ladders in ``numba_tma.ladders``, the kernels the public API
-runs in ``numba_tma.kernels`` (which never import a ladder), and no alias of an old path."""
+runs in ``numba_tma.kernels`` (which never import a ladder), no alias of an old path, and numba
+reached only through ``numba_tma._frontend`` (by the package, its tests and its benches)."""
 
 import ast
 import importlib
@@ -244,8 +245,48 @@ def test_only_the_front_end_module_imports_numba():
     for path in sorted((ROOT / "numba_tma").rglob("*.py")):
         if path.parent.name == "numba_tma" and path.name.startswith("_frontend"):
             continue
-        found = {m.split(".")[0] for m in _imports(path)} & {"numba", "llvmlite",
-                                                             "numba_cuda_mlir"}
+        found = {m.split(".")[0] for m in _imports(path)} & FRONT_END_PACKAGES
         if found:
             bad.append(f"{_module_name(path)} imports {sorted(found)}")
     assert not bad, "\n".join(bad)
+
+
+#: The front ends' own packages (and numba-cuda's IR library): what only numba_tma._frontend
+#: imports.
+FRONT_END_PACKAGES = {"numba", "llvmlite", "numba_cuda_mlir"}
+#: An import statement's line, also in the source of a script a test or bench runs.
+_IMPORT_LINE = re.compile(r"^\s*(?:from|import)\s+(numba_cuda_mlir|numba|llvmlite)(?=[.\s,]|$)",
+                          re.M)
+
+
+def _front_end_imports(path, text=None):
+    """The front-end packages a test or bench (``text``: its source) imports, lazy imports and
+    the scripts it runs in child processes (import lines in its strings) included."""
+    text = path.read_text() if text is None else text
+    found = {m.split(".")[0] for m in _imports(path, text)} & FRONT_END_PACKAGES
+    return sorted(found | set(_IMPORT_LINE.findall(text)))
+
+
+def test_tests_and_benches_reach_numba_through_the_front_end():
+    # A test or bench that imported numba itself would fail to import under numba-cuda-mlir (no
+    # numba there) and, where both are installed, compile with the other front end than the
+    # package's: they take cuda, types, errors and the internals from numba_tma._frontend.
+    bad = []
+    for tree in ("tests", "benches"):
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            found = _front_end_imports(path)
+            if found:
+                bad.append(f"{path.relative_to(ROOT)} imports {found}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_front_end_check_sees_direct_imports():
+    path = ROOT / "tests" / "test_offline.py"
+    text = path.read_text()
+    assert _front_end_imports(path, text) == []
+    assert _front_end_imports(path, text + "\n\ndef _late():\n    import numba.cuda.compiler\n"
+                              ) == ["numba"]
+    assert _front_end_imports(path, text + '\nSCRIPT = """\nfrom llvmlite import ir\n"""\n'
+                              ) == ["llvmlite"]
+    assert _front_end_imports(path, text + "\nfrom numba_cuda_mlir import cuda\n") == [
+        "numba_cuda_mlir"]

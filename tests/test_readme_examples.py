@@ -23,7 +23,7 @@ import pytest
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     pytest.skip("the CUDA simulator has no compiler to inspect", allow_module_level=True)
 
-from numba_tma import offline
+from numba_tma import front_end, offline
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -34,10 +34,21 @@ KERNEL_BLOCKS = [b for b in BLOCKS if "@cuda.jit" in b[1]]
 OFFLINE_BLOCKS = [b for b in BLOCKS if "compile_kernel(" in b[1]]
 
 
+def as_front_end(text):
+    """A README block for the front end in use: the README's examples import numba-cuda's
+    ``cuda`` (``from numba import cuda``); under another front end its ``cuda`` (from
+    ``numba_tma._frontend``) takes that import's place, on the same line."""
+    if front_end() == "numba-cuda":
+        return text
+    return re.sub(r"^(\s*)from numba import cuda$", r"\1from numba_tma._frontend import cuda", text,
+                  flags=re.M)
+
+
 def code(block, definitions_only=False):
     """A block compiled with README line numbers; ``definitions_only``: its statements up to its
     last def (what runs without a GPU)."""
     line, text = block
+    text = as_front_end(text)
     tree = ast.increment_lineno(ast.parse(text), line - 1)
     if definitions_only:
         last = max(i for i, node in enumerate(tree.body)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from numba_tma.kernels import reduce as red
+from sim_workers import needs_simulator
 
 BASE = 0x7F0000000000
 
@@ -184,7 +185,7 @@ import numpy as np
 spec = importlib.util.spec_from_file_location("bench_reduce", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
-from numba import cuda
+from numba_tma._frontend import cuda
 
 @cuda.jit
 def colsum(x, out, skip_last):
@@ -212,6 +213,7 @@ sys.exit(bench.main(sys.argv[2:], library=library))
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                     reason="starts its own simulator process")
+@needs_simulator
 def test_bench_whole_run_under_simulator(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(SIM_SCRIPT)

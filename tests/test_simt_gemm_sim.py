@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pytest
 
-from sim_workers import run_cases
+from sim_workers import needs_simulator, run_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,7 +53,7 @@ def _load_module():
 
 def _run(cases):
     """Runs in the simulator: one JSON line per case."""
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     mod = _load_module()
     rng = np.random.default_rng()
@@ -108,6 +108,7 @@ def sim_results():
     return run_cases(__file__, _cases())
 
 
+@needs_simulator
 @pytest.mark.parametrize("case", _cases(), ids=[c[0] for c in _cases()])
 def test_simt_gemm_under_simulator(sim_results, case):
     results, errors = sim_results

@@ -142,7 +142,7 @@ def test_bank_map_module_runs_as_a_script(tmp_path):
 
 
 def test_a_span_outside_spans_is_refused_on_the_host_and_when_compiling():
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     from numba_tma.offline import compile_kernel
 

@@ -824,7 +824,7 @@ def test_device_check_asks_for_the_device_ordinal(monkeypatch):
 
 
 def _cuda_available():
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     return cuda.is_available()
 

@@ -6,10 +6,9 @@ import os
 
 import numpy as np
 import pytest
-from numba import cuda
-from numba.core.errors import TypingError
 
 from numba_tma import mbarrier, tma
+from numba_tma._frontend import cuda, errors
 from numba_tma.tensormap import device as tmd
 from numba_tma.offline import compile_kernel
 from sass_checks import check_clean, pinned_toolchain
@@ -187,7 +186,7 @@ def bad_desc_kernel(desc, out):
     (bad_desc_kernel, r"fence_acquire: desc must have dtype uint64, int64, got int32"),
 ])
 def test_bad_operands_fail_at_compile_time(kernel, message):
-    with pytest.raises(TypingError, match=message):
+    with pytest.raises(errors.TypingError, match=message):
         compile_kernel(kernel, f"void({DESC}, int32[::1])")
 
 

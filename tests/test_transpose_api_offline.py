@@ -8,8 +8,8 @@ import os
 
 import numpy as np
 import pytest
-from numba.core import types
 
+from numba_tma._frontend import types
 from numba_tma.kernels import transpose_vec
 from numba_tma.launch import DirectKernel
 
@@ -153,7 +153,7 @@ def test_direct_kernel_cluster_checked_before_the_driver():
 
 
 def test_matmul_argtypes_are_the_gemm_signature():
-    from numba.core import sigutils
+    from numba_tma._frontend import sigutils
 
     from numba_tma.kernels.gemm import GemmConfig, WgmmaConfig, plan
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from sim_workers import run_cases
+from sim_workers import needs_simulator, run_cases
 from transpose_sim import FakeDeviceArray, problems, run_child
 
 DTYPES = ["int32", "float64", "uint8", "float16"]
@@ -59,6 +59,7 @@ def sim_results():
     return run_cases(__file__, _cases())
 
 
+@needs_simulator
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_ladder_kernel_under_simulator(sim_results, kernel):
     mine = [c for c in _cases() if c[1] == kernel]

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-from sim_workers import run_cases
+from sim_workers import needs_simulator, run_cases
 from transpose_sim import FakeDeviceArray, problems, run_child
 
 DTYPES = ["int32", "float64", "uint8", "float16"]
@@ -82,6 +82,7 @@ def sim_results():
     return run_cases(__file__, _cases())
 
 
+@needs_simulator
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_v6_kernel_under_simulator(sim_results, kernel):
     mine = [c for c in _cases() if c[1] == kernel]

@@ -9,10 +9,9 @@ import os
 
 import numpy as np
 import pytest
-from numba import cuda
-from numba.core.errors import TypingError
 
 from numba_tma import gmem
+from numba_tma._frontend import cuda, errors
 from sass_checks import check_clean, pinned_toolchain
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
@@ -60,7 +59,7 @@ def test_gmem_rejects_bad_operands():
         regs = cuda.local.array(4, np.float64)
         gmem.load_v4(regs, src, 0)
 
-    with pytest.raises(TypingError, match="regs"):
+    with pytest.raises(errors.TypingError, match="regs"):
         compile_kernel(bad_regs, "void(float32[::1], float32[::1])")
 
     @cuda.jit
@@ -68,7 +67,7 @@ def test_gmem_rejects_bad_operands():
         regs = cuda.local.array(4, np.uint32)
         gmem.store_v4(out, 1.5, regs)
 
-    with pytest.raises(TypingError, match="byte_offset"):
+    with pytest.raises(errors.TypingError, match="byte_offset"):
         compile_kernel(bad_offset, "void(float32[::1], float32[::1])")
 
     @cuda.jit
@@ -76,7 +75,7 @@ def test_gmem_rejects_bad_operands():
         regs = cuda.local.array(4, np.uint32)
         gmem.load_v4(regs, src, 0, 32)
 
-    with pytest.raises(TypingError, match="l2_prefetch = 32 must be one of"):
+    with pytest.raises(errors.TypingError, match="l2_prefetch = 32 must be one of"):
         compile_kernel(bad_prefetch, "void(float32[::1], float32[::1])")
 
     @cuda.jit
@@ -84,7 +83,7 @@ def test_gmem_rejects_bad_operands():
         regs = cuda.local.array(4, np.uint32)
         gmem.load_v4(regs, src, 0, n)
 
-    with pytest.raises(TypingError, match="l2_prefetch must be a compile-time integer"):
+    with pytest.raises(errors.TypingError, match="l2_prefetch must be a compile-time integer"):
         compile_kernel(runtime_prefetch, "void(float32[::1], float32[::1], int64)")
 
 

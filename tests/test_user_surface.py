@@ -16,7 +16,7 @@ BASE, OTHER = 1 << 40, 2 << 40          # device 0 and device 1 in the two-GPU f
 
 
 def _cuda_available():
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     return cuda.is_available()
 

@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = r'''
 import json
 import numpy as np
-from numba import cuda
+from numba_tma._frontend import cuda
 from numba_tma import cluster, mbarrier
 from numba_tma._bridge import address_of
 from numba_tma.offline import compile_kernel

@@ -17,7 +17,7 @@ import numpy as np
 def run_child(cases, launchers):
     """Runs in the simulator: one JSON line ``{"id", "err", "s"}`` per case ``(id, kernel,
     dtype, shape, kwargs, misaligned)``; ``launchers`` maps kernel names to launchers."""
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     from numba_tma.kernels import transpose_v6 as v6
 

@@ -4,7 +4,8 @@ a byte-exact compare with numpy's transpose, and one checked run of a launcher."
 
 import numpy as np
 import pytest
-from numba import cuda
+
+from numba_tma._frontend import cuda
 
 
 def poisoned(shape, dtype):

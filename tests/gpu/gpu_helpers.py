@@ -3,7 +3,8 @@
 import math
 
 import numpy as np
-from numba import cuda
+
+from numba_tma._frontend import cuda
 
 # Every wait in the test kernels is bounded, so a lost transaction fails a test instead of hanging.
 TIMEOUT_NS = 2_000_000_000

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import random_array
+from numba_tma._frontend import cuda
 from numba_tma.ladders.add_one import add_one
 
 

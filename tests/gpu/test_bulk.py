@@ -8,10 +8,10 @@ import functools
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, random_array, rng
 from numba_tma import bulk, fence, gmem, mbarrier
+from numba_tma._frontend import cuda
 from numba_tma.warp import bf16_bits
 
 BUF_BYTES = 16384

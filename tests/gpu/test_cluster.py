@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, box_model, coords_fn, random_array
 from numba_tma import TensorMap, cluster, mbarrier, tma
+from numba_tma._frontend import cuda
 from numba_tma.kernels import multicast_copy as mc
 from numba_tma.launch import cluster_launch, launch_cluster, max_active_clusters
 

@@ -21,9 +21,9 @@ import os
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from numba_tma import matmul, transpose
+from numba_tma._frontend import cuda
 
 SEED = int(os.environ.get("NUMBA_TMA_FUZZ_SEED", np.random.SeedSequence().entropy % 2**32))
 TRANSPOSE_CASES = 240

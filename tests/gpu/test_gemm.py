@@ -9,10 +9,10 @@ ordinary case within fp32-accumulation bounds.
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from numba_tma import matmul, matmul_api, warp
 from numba_tma._calls import BoundedCache
+from numba_tma._frontend import cuda
 from numba_tma.kernels.gemm import GemmConfig, WgmmaConfig
 from numba_tma.kernels.gemm.plan import LaunchPlan, sm_count
 from numba_tma.ladders.gemm_pingpong import PingPongConfig

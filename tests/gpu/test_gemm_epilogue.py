@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from numba_tma import epilogues, matmul
+from numba_tma._frontend import cuda
 from numba_tma.kernels.gemm import GemmConfig
 from numba_tma.kernels.gemm.choose import (CLUSTER, N192, NARROW, NARROW_PAIRS, OVERLAPPED, TALL,
                                            WIDE)

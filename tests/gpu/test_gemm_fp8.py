@@ -248,7 +248,7 @@ def test_allocates_out_and_repeats():
 
 
 def test_raw_bytes_with_in_dtype_numba_and_cupy():
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     m, n, k = 136, 72, 160
     a, b, sa, sb = problem(m, n, k, "e4m3_e5m2", "row")

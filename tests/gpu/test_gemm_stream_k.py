@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from numba_tma import matmul
+from numba_tma._frontend import cuda
 from numba_tma.kernels.gemm import WgmmaConfig
 from numba_tma.kernels.gemm.config import BM
 from numba_tma.ladders.gemm_stream_k import StreamKConfig, stream_k_split

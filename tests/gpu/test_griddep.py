@@ -4,9 +4,9 @@ with ``DirectKernel.prepare(..., dependent=True)`` start before the one ahead of
 
 import numpy as np
 import pytest
-from numba import cuda, types
 
 from numba_tma import griddep
+from numba_tma._frontend import cuda, types
 from numba_tma.launch import DirectKernel
 
 

@@ -5,10 +5,10 @@ import functools
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, random_array
 from numba_tma import mbarrier, tma
+from numba_tma._frontend import cuda
 from numba_tma.kernels.im2col import conv2d_nhwc, conv2d_numpy, im2col, im2col_numpy
 from numba_tma.kernels.im2col import load_im2col_model
 from numba_tma.tensormap import Im2colTensorMap

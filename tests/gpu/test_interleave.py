@@ -13,10 +13,10 @@ import functools
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, box_model, coords_fn, random_array
 from numba_tma import TensorMap, fence, mbarrier, swizzle, tma
+from numba_tma._frontend import cuda
 
 GUARD_BYTES = 1024  # poisoned shared memory after the box
 

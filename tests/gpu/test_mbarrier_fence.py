@@ -3,10 +3,10 @@
 import functools
 
 import numpy as np
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, box_model, random_array
 from numba_tma import TensorMap, fence, mbarrier, tma
+from numba_tma._frontend import cuda
 
 NTHREADS = 128
 PHASES = 4

@@ -4,9 +4,9 @@ device is, and return there; operands on two devices are refused by name. Needs 
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from numba_tma import matmul, transpose
+from numba_tma._frontend import cuda
 
 rng = np.random.default_rng()
 

@@ -5,9 +5,9 @@ repeated runs, empty shapes, CuPy/torch inputs, and bad arguments refused before
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import rng
+from numba_tma._frontend import cuda
 from numba_tma.kernels.reduce import TILE_COLS, plan_grid, sum_axis0, sum_axis0_launcher
 
 # Odd row counts, N a multiple of 4 (16-byte rows) but not of the tile widths, every tile width

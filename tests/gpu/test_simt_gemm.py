@@ -8,9 +8,9 @@ H100 (asserted only there)."""
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import rng
+from numba_tma._frontend import cuda
 from numba_tma.ladders import simt_gemm as sg
 
 ORDER = {"row": "C", "col": "F"}

@@ -5,10 +5,10 @@ import functools
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, box_model, random_array
 from numba_tma import TensorMap, fence, mbarrier, swizzle, tma
+from numba_tma._frontend import cuda
 
 DTYPES = [np.uint8, np.float16, np.float32, np.float64]
 ROWS = 16

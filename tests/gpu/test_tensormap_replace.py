@@ -6,10 +6,10 @@ import functools
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, box_model, random_array
 from numba_tma import TensorMap, mbarrier, tma
+from numba_tma._frontend import cuda
 from numba_tma.tensormap import device as tmd
 from numba_tma.kernels.grouped_copy import grouped_copy
 

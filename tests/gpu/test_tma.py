@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, box_model, coords_fn, random_array, store_model
 from numba_tma import TensorMap, fence, mbarrier, tma
+from numba_tma._frontend import cuda
 
 
 @functools.cache

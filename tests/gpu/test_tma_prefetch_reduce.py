@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import TIMEOUT_NS, box_model, coords_fn, random_array, rng
 from numba_tma import TensorMap, bulk, fence, mbarrier, tma
+from numba_tma._frontend import cuda
 from numba_tma.warp import bf16_bits
 
 # ---------------------------------------------------------------------------------- prefetch

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import random_array
+from numba_tma._frontend import cuda
 from numba_tma.kernels import transpose_sector
 from numba_tma.transpose_api import choose_kernel, transpose, transpose_kernels
 

@@ -5,10 +5,10 @@ in test_transpose_v6.py."""
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from classic_transpose_checks import assert_transposed, poisoned, run_checked
 from gpu_helpers import random_array
+from numba_tma._frontend import cuda
 from numba_tma.ladders import transpose_classic as tc
 
 KERNELS = [k for k in tc.LADDER if not k.startswith("v6_")]      # v1..v5

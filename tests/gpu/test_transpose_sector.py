@@ -5,9 +5,9 @@ picks it."""
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import random_array
+from numba_tma._frontend import cuda
 from numba_tma.transpose_api import transpose_kernels
 
 DTYPES = [np.uint8, np.float16, np.int16, np.float32, np.int32, np.float64, np.int64]

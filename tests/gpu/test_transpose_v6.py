@@ -5,10 +5,10 @@ and resident grid; streams, empty arrays, mismatched shapes; the 32768^2 benchma
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from classic_transpose_checks import assert_transposed, poisoned, run_checked
 from gpu_helpers import random_array
+from numba_tma._frontend import cuda
 from numba_tma.kernels import transpose_v6 as v6
 
 LAUNCHERS = {"v6_packed": v6.v6_packed, "v6_persistent": v6.v6_persistent}

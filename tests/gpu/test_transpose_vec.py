@@ -4,10 +4,10 @@ shapes and views the vector path cannot take."""
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import random_array
 from numba_tma import gmem
+from numba_tma._frontend import cuda
 from numba_tma.kernels import transpose_vec
 from numba_tma.transpose_api import transpose_kernels
 

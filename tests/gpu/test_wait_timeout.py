@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = r'''
 import sys, time
 import numpy as np
-from numba import cuda
+from numba_tma._frontend import cuda
 from numba_tma import TensorMap, mbarrier, tma
 from numba_tma.ladders.add_one import add_one
 

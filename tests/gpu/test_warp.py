@@ -7,10 +7,10 @@ import functools
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import rng
 from numba_tma import warp
+from numba_tma._frontend import cuda
 from numba_tma.ladders.warp_gemm import KMAX, gemm_16x16
 
 STRIDE = 24              # halves per shared row: 48 bytes, 16-byte aligned, rows not contiguous

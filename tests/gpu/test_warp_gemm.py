@@ -8,9 +8,9 @@ compare within one f16 rounding of the f32-accumulated product, and all rungs ag
 
 import numpy as np
 import pytest
-from numba import cuda
 
 from gpu_helpers import rng
+from numba_tma._frontend import cuda
 from numba_tma.ladders import warp_gemm
 
 RUNGS = list(warp_gemm.LADDER)

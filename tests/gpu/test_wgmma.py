@@ -105,7 +105,7 @@ def test_fp8_swizzle_32():
 
 def test_warpgroup_index():
     # Every thread of a 384-thread block (and of a second block) reads threadIdx.x // 128.
-    from numba import cuda
+    from numba_tma._frontend import cuda
 
     @cuda.jit
     def kernel(out):
