@@ -446,6 +446,47 @@ def test_prepared_launch_packs_one_buffer_as_the_kernel_parameters_lie():
     assert ptrs[first] - ctypes.addressof(p._buffer) == 8 * first and ptrs[-1] - ptrs[0] == n + 24
 
 
+def test_parameter_check_never_asks_past_the_packed_words(monkeypatch):
+    # compute-sanitizer counts every failed driver call as an error: the check asks for the
+    # parameters DirectKernel packs and no further, and a driver without cuFuncGetParamCount
+    # (cuda-bindings raises RuntimeError: 'Function ... not found') is no error.
+    from types import SimpleNamespace
+
+    from cuda.bindings import driver as real
+
+    from numba_tma.launch import direct
+
+    def fake(kernel_sizes, has_count):
+        asked = []
+
+        def count(func):
+            if not has_count:
+                raise RuntimeError('Function "cuFuncGetParamCount" not found')
+            return real.CUresult.CUDA_SUCCESS, len(kernel_sizes)
+
+        def info(func, i):
+            asked.append(i)
+            if i >= len(kernel_sizes):
+                return real.CUresult.CUDA_ERROR_INVALID_VALUE, 0, 0
+            return real.CUresult.CUDA_SUCCESS, 8 * i, kernel_sizes[i]
+
+        monkeypatch.setattr(direct, "_cudrv", SimpleNamespace(
+            CUresult=real.CUresult, cuFuncGetParamCount=count, cuFuncGetParamInfo=info))
+        return asked
+
+    layout = (direct._ArraySlot(1, 4, "C", "<f4"), ctypes.c_int32)
+    sizes = direct._parameter_sizes(layout)
+    for has_count in (True, False):
+        asked = fake(sizes, has_count)
+        assert direct._parameters_match(0, layout) and max(asked) == len(sizes) - 1
+        fake(sizes[:-1], has_count)                       # the kernel takes fewer words
+        assert not direct._parameters_match(0, layout)
+        fake(sizes[:-1] + [8], has_count)                 # another size
+        assert not direct._parameters_match(0, layout)
+    asked = fake(sizes + [8], True)                       # more words: the count says so
+    assert not direct._parameters_match(0, layout) and not asked
+
+
 def test_direct_kernel_words_are_the_linked_kernels_parameters():
     # The parameter sizes in the linked cubin's ELF (EIATTR_KPARAM_INFO) are the words
     # DirectKernel packs, on either front end: each array's words, then each scalar.

@@ -90,20 +90,33 @@ def _parameter_sizes(layout):
     return sizes
 
 
+def _ask_driver(name, *args):
+    """``cuda.bindings.driver.<name>(*args)``: its result tuple, or None for a function this
+    driver lacks (cuda-bindings raises 'Function ... not found')."""
+    fn = getattr(_cudrv, name, None)
+    try:
+        return fn(*args) if fn is not None else None
+    except RuntimeError:
+        return None
+
+
 def _parameters_match(func, layout):
-    """Whether ``func``'s parameters (``cuFuncGetParamInfo``: their count and sizes) are the
-    words :class:`DirectKernel` packs for ``layout``; True where the driver cannot say."""
-    info = getattr(_cudrv, "cuFuncGetParamInfo", None)
-    if info is None:
-        return True
-    past_last = _cudrv.CUresult.CUDA_ERROR_INVALID_VALUE
-    for i, size in enumerate(_parameter_sizes(layout) + [None]):  # (None: no more there)
-        err, _, got = info(func, i)
-        if err == past_last:
-            return size is None
-        if err != _cudrv.CUresult.CUDA_SUCCESS:       # a driver without it (before 12.4)
-            return True
-        if size is None or int(got) != size:
+    """Whether ``func``'s parameters (``cuFuncGetParamCount`` where the driver has it, and
+    ``cuFuncGetParamInfo``: their count and sizes) are the words :class:`DirectKernel` packs
+    for ``layout``; True where the driver cannot say. It never asks past the words it packs:
+    compute-sanitizer reports every failed driver call as an error."""
+    ok = _cudrv.CUresult.CUDA_SUCCESS
+    sizes = _parameter_sizes(layout)
+    count = _ask_driver("cuFuncGetParamCount", func)
+    if count is not None and count[0] == ok and int(count[1]) != len(sizes):
+        return False
+    for i, size in enumerate(sizes):
+        answer = _ask_driver("cuFuncGetParamInfo", func, i)
+        if answer is None or answer[0] == _cudrv.CUresult.CUDA_ERROR_NOT_SUPPORTED:
+            return True                             # a driver without it (before 12.4)
+        if answer[0] != ok:                         # fewer parameters than words
+            return False
+        if int(answer[2]) != size:
             return False
     return True
 
