@@ -256,6 +256,14 @@ def _function_key(func, depth=0, seen=None):
     return "(" + ";".join(parts) + ")"
 
 
+def _option_text(value):
+    """A ``@cuda.jit`` option as key text: a function by its name, not its address (whose
+    repr changes from process to process: numba-cuda-mlir's ``inline`` default is one)."""
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+    return repr(value)
+
+
 def kernel_key(kernel, argtypes, cc, key=()):
     """The full key text of ``kernel`` (a ``@cuda.jit`` dispatcher) compiled for ``argtypes``
     on compute capability ``cc``, with the caller's ``key``."""
@@ -265,7 +273,7 @@ def kernel_key(kernel, argtypes, cc, key=()):
     parts = {
         "package": package_fingerprint(),
         "kernel": _function_key(func),
-        "options": sorted((k, repr(v)) for k, v in opts.items()),
+        "options": sorted((k, _option_text(v)) for k, v in opts.items()),
         "links": [(p, file_digest(p)) for p in links],
         "argtypes": [str(t) for t in argtypes],
         "cc": list(cc),

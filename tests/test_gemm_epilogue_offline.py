@@ -188,10 +188,12 @@ def test_readme_epilogue_types_as_written():
     import pathlib
     import re
 
+    from test_readme_examples import as_front_end
+
     readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
     (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "epilogue=" in b]
     scope = {}
-    exec(block.split("\nout = ")[0], scope)
+    exec(as_front_end(block.split("\nout = ")[0]), scope)
     epi, _ = check_epilogue(scope["bias_leaky_relu"], (FakeArray((48,)), np.float32(0.1)),
                             64, 48)
     assert epi.argtypes == (F32V, types.float32)

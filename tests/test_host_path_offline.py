@@ -224,6 +224,7 @@ def test_kernel_key_follows_code_closure_options_cc_and_key():
     assert key != kernel_cache.kernel_key(a, sig, (9, 0), key="v2")
     c = cuda.jit(launch_bounds=(256, 1))(a.py_func)
     assert key != kernel_cache.kernel_key(c, sig, (9, 0))           # compile options
+    assert " at 0x" not in key      # no address of this process (a function-valued option)
     # a user kernel's defining file is part of its key
     assert json.loads(key)["source"][0].endswith("test_host_path_offline.py")
 

@@ -153,6 +153,9 @@ def _kernel(cfg, spec):
     PART = CT * NACC                            # workspace floats of one block's partial tile
     FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
     TIMEOUT = mbarrier.WAIT_TIMEOUT_NS          # the hang-debugging switch, as mbarrier.wait's
+    # The flags' values in their own type (uint32): numba-cuda-mlir 0.6.0 lowers a cas of
+    # int64 literals on a uint32 array to an i64/i32 select its verifier rejects.
+    RAISED, LOWERED = np.uint32(1), np.uint32(0)
     views, tile_origin, mma_tile = F.views, F.tile_origin, F.mma_tile
     load_tile = F.R.load_tile
     store_tile = staged_epilogue(cfg.bn, spec.out_kind, spec.has_beta, cfg.c_buffers, cfg.bm,
@@ -164,13 +167,13 @@ def _kernel(cfg, spec):
         # Under NUMBA_TMA_WAIT_TIMEOUT_NS a flag that never comes is reported, then trapped on.
         if TIMEOUT:
             start = mbarrier.globaltimer()
-            while cuda.atomic.cas(flags, p, 1, 0) != 1:
+            while cuda.atomic.cas(flags, p, RAISED, LOWERED) != RAISED:
                 if mbarrier.globaltimer() - start > TIMEOUT:
                     print("numba_tma: stream-K block", cuda.blockIdx.x, "waited past",
                           TIMEOUT, "ns (NUMBA_TMA_WAIT_TIMEOUT_NS) for the partial of block", p)
                     mbarrier.trap()
         else:
-            while cuda.atomic.cas(flags, p, 1, 0) != 1:
+            while cuda.atomic.cas(flags, p, RAISED, LOWERED) != RAISED:
                 pass
 
     @inline_device
@@ -256,7 +259,7 @@ def _kernel(cfg, spec):
                 cuda.threadfence()
                 barrier.sync(FIXUP_BARRIER, CT)
                 if ct == 0:
-                    cuda.atomic.exch(flags, cid, 1)
+                    cuda.atomic.exch(flags, cid, RAISED)
             it += k1 - k0
 
     return persistent_kernel(cfg, F, consume, produce_more=sk_produce, stream_k=True)

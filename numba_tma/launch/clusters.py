@@ -9,6 +9,7 @@ import operator
 import threading
 import weakref
 
+import numpy as np
 from cuda.bindings import driver as _cudrv
 
 from .._frontend import cuda, front_end
@@ -171,7 +172,7 @@ _direct_lock = threading.Lock()
 def _direct_kernel(kernel, args):
     """The :class:`~numba_tma.launch.DirectKernel` of ``kernel`` for ``args``' types, made once.
     numba-cuda-mlir's launcher marshals arguments in compiled code, with nothing to reuse for
-    ``cuLaunchKernelEx``; a DirectKernel packs them itself (device arrays, not numpy ones)."""
+    ``cuLaunchKernelEx``; a DirectKernel packs them itself."""
     from .direct import DirectKernel
 
     argtypes = tuple(kernel.typeof_pyval(a) for a in args)
@@ -181,6 +182,15 @@ def _direct_kernel(kernel, args):
         if direct is None:
             direct = by_types[argtypes] = DirectKernel(kernel, argtypes, cache=False)
     return direct
+
+
+def _on_device(arg, stream, retr):
+    """``arg``, a numpy array copied to the device (its copy back appended to ``retr``)."""
+    if not isinstance(arg, np.ndarray):
+        return arg
+    copy = cuda.to_device(arg, stream=stream)
+    retr.append(lambda: copy.copy_to_host(arg, stream=stream))
+    return copy
 
 
 def _prepare_cluster(kernel, args, grid, block, cluster, shared_mem, non_portable):
@@ -219,8 +229,8 @@ def launch_cluster(kernel, grid, block, cluster, args, *, stream=0, shared_mem=0
     are copied in and back, device arrays, CuPy/torch arrays and :class:`numba_tma.TensorMap`
     (``__cuda_array_interface__``) pass as pointers. Only the launch call differs: it is
     ``cuLaunchKernelEx`` with a ``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`` attribute. On
-    numba-cuda-mlir the arguments are packed as :class:`DirectKernel` packs them: device arrays
-    (anything with ``__cuda_array_interface__``) and scalars, no numpy arrays.
+    numba-cuda-mlir the arguments are packed as :class:`DirectKernel` packs them (numpy arrays
+    copied in and back first).
 
     Inside the kernel, ``numba_tma.cluster`` gives the CTA's rank and the cluster barrier, and
     ``tma.load_multicast`` writes into every CTA of a cluster. Kernels compiled with
@@ -235,8 +245,9 @@ def launch_cluster(kernel, grid, block, cluster, args, *, stream=0, shared_mem=0
         core_stream, handle = _core_stream(stream)
         for ty, value in zip(compiled.argument_types, args):
             compiled._prepare_args(ty, value, core_stream, retr, kernelargs)
-    else:
-        handle, kernelargs = stream_handle(stream), compiled._words(args)
+    else:       # numpy arrays copied in and back, as numba-cuda's marshalling does
+        handle, kernelargs = stream_handle(stream), compiled._words(
+            [_on_device(a, stream, retr) for a in args])
     params, keepalive = pack_kernel_args(kernelargs)
     config = _launch_config(plan, handle, getattr(compiled, "cooperative", False))
     result = _cudrv.cuLaunchKernelEx(config, func, params, 0)

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from gpu_helpers import as_front_end
 
 from numba_tma import matmul
 from numba_tma.kernels.gemm import WgmmaConfig
@@ -351,7 +352,8 @@ def test_docs_guide_kernel_runs_exact():
     import re
 
     guide = pathlib.Path(__file__).resolve().parents[2] / "docs" / "fp8.md"
-    kernel, _, run_it = re.findall(r"```python\n(.*?)```", guide.read_text(), re.S)
+    kernel, _, run_it = re.findall(r"```python\n(.*?)```", as_front_end(guide.read_text()),
+                                   re.S)
     scope = {}
     exec(compile(kernel, str(guide), "exec"), scope)
     exec(compile(run_it, str(guide), "exec"), scope)

@@ -4,17 +4,13 @@ import os
 import re
 
 import numpy as np
-
-from numba_tma import front_end
+from gpu_helpers import as_front_end
 
 
 def test_readme_add_one_example():
     readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
     blocks = re.findall(r"```python\n(.*?)```", open(readme).read(), re.S)
-    block = blocks[0]
-    if front_end() != "numba-cuda":     # the README imports numba-cuda's cuda: the front end's
-        block = re.sub(r"^(\s*)from numba import cuda$", r"\1from numba_tma._frontend import cuda",
-                       block, flags=re.M)
+    block = as_front_end(blocks[0])
     scope = {}
     exec(compile(block, "README.md", "exec"), scope)
     want = np.arange(100 * 64, dtype=np.int32).reshape(100, 64) + 1
