@@ -245,7 +245,14 @@ def compile_ltoir(pyfunc, signature, cc, arch, **options):
     kws = {k: v for k, v in options.items() if v is not None}
     with _target_cc(cc):
         # (lto=True: LTO-IR even when nothing is linked, as compile_all(output="ltoir"))
-        compiled = cuda.jit(chip=arch, lto=True, **kws)(pyfunc).compile(signature)
+        try:
+            compiled = cuda.jit(chip=arch, lto=True, **kws)(pyfunc).compile(signature)
+        except Exception as e:
+            # it links while it compiles: an unresolved extern is a link error, as ours is
+            if type(e).__name__ != "nvJitLinkError":
+                raise
+            from .offline.link import LinkError
+            raise LinkError(f"nvJitLink (numba-cuda-mlir's compile): {e}") from e
     md = compiled.metadata
     paths = [os.path.abspath(os.fspath(item)) for item in md.get("linked_external_link_items", ())
              if isinstance(item, (str, os.PathLike))]

@@ -178,8 +178,10 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
         # (numba-cuda-mlir has no compile_all: its kernel compile gives the LTO-IR)
         from .._frontend import compile_ltoir
 
+        # (it links while it compiles: the files of ``linking`` go in with the kernel's own)
+        link = list(opts.get("link") or ()) + list(linking or ())
         codes, link_paths, entry = compile_ltoir(
-            pyfunc, signature, cc, arch, link=opts.get("link") or None,
+            pyfunc, signature, cc, arch, link=link or None,
             max_registers=opts.get("max_registers") or None, **compile_opts)
         codes += link_paths
     else:
