@@ -245,14 +245,7 @@ def compile_ltoir(pyfunc, signature, cc, arch, **options):
     kws = {k: v for k, v in options.items() if v is not None}
     with _target_cc(cc):
         # (lto=True: LTO-IR even when nothing is linked, as compile_all(output="ltoir"))
-        try:
-            compiled = cuda.jit(chip=arch, lto=True, **kws)(pyfunc).compile(signature)
-        except Exception as e:
-            # it links while it compiles: an unresolved extern is a link error, as ours is
-            if type(e).__name__ != "nvJitLinkError":
-                raise
-            from .offline.link import LinkError
-            raise LinkError(f"nvJitLink (numba-cuda-mlir's compile): {e}") from e
+        compiled = cuda.jit(chip=arch, lto=True, **kws)(pyfunc).compile(signature)
     md = compiled.metadata
     paths = [os.path.abspath(os.fspath(item)) for item in md.get("linked_external_link_items", ())
              if isinstance(item, (str, os.PathLike))]
@@ -349,3 +342,26 @@ def _lower_threadfences():
 
 
 _lower_threadfences()
+
+
+def _patch_arch_specific_target():
+    """Without ``chip=``, a kernel compiles for ``sm_90`` on a cc 9.0 GPU, where numba-cuda
+    compiles ``sm_90a``: the sm_90a-only instructions (``wgmma``, ``setmaxnreg``,
+    ``tensormap.replace``) then fail in ptxas. Name ``sm_90a`` there, as numba-cuda does."""
+    from numba_cuda_mlir import mlir_lowering, tools
+
+    original = tools.resolve_gpu_target
+    if getattr(original, "_numba_tma_patched", False):
+        return
+
+    def resolve_gpu_target(targetoptions=None):
+        targetoptions = {} if targetoptions is None else targetoptions
+        if not targetoptions.get("chip") and tools.get_gpu_compute_capability(tuple) == (9, 0):
+            targetoptions = dict(targetoptions, chip="sm_90a")
+        return original(targetoptions)
+
+    resolve_gpu_target._numba_tma_patched = True
+    tools.resolve_gpu_target = mlir_lowering.resolve_gpu_target = resolve_gpu_target
+
+
+_patch_arch_specific_target()

@@ -180,9 +180,14 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
 
         # (it links while it compiles: the files of ``linking`` go in with the kernel's own)
         link = list(opts.get("link") or ()) + list(linking or ())
-        codes, link_paths, entry = compile_ltoir(
-            pyfunc, signature, cc, arch, link=link or None,
-            max_registers=opts.get("max_registers") or None, **compile_opts)
+        try:
+            codes, link_paths, entry = compile_ltoir(
+                pyfunc, signature, cc, arch, link=link or None,
+                max_registers=opts.get("max_registers") or None, **compile_opts)
+        except Exception as e:      # (an unresolved extern: a link error, as ours would be)
+            if type(e).__name__ != "nvJitLinkError":
+                raise
+            raise LinkError(f"nvJitLink (numba-cuda-mlir's compile): {e}") from e
         codes += link_paths
     else:
         with target_device(cc) as link_paths:
