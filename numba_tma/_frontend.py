@@ -64,7 +64,13 @@ def _choose():
     if not name:
         # find_spec of a top-level name imports nothing: numba-cuda's own package is
         # ``numba_cuda`` (``numba.cuda`` redirects to it), so plain numba alone does not count.
-        return "numba-cuda" if importlib.util.find_spec("numba_cuda") else "numba-cuda-mlir"
+        if importlib.util.find_spec("numba_cuda"):
+            return "numba-cuda"
+        if importlib.util.find_spec("numba_cuda_mlir"):
+            return "numba-cuda-mlir"
+        raise ImportError("numba_tma needs a numba front end: numba-cuda (pip install "
+                          "'numba-cuda[cu13]') or numba-cuda-mlir (pip install "
+                          "'numba-cuda-mlir[cu13]'); neither is installed")
     if name not in _MODULES:
         raise ImportError(f"NUMBA_TMA_FRONT_END={name!r}: expected one of "
                           f"{', '.join(map(repr, _MODULES))}")

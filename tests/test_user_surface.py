@@ -145,3 +145,27 @@ def test_operands_on_two_devices_are_refused_naming_both(monkeypatch):
                                       Cai((64, 64), ptr=BASE + 2 * MB))
     assert (checked.m, checked.n, checked.k, checked.a_row, checked.b_row) == (64, 64, 64, True,
                                                                                 True)
+
+
+def test_front_end_choice_names_the_variable_and_the_packages(monkeypatch):
+    # The choice at import: NUMBA_TMA_FRONT_END when set (an unknown name refused, naming the
+    # known ones); unset, numba-cuda, else numba-cuda-mlir, else an error naming both.
+    import importlib.util
+
+    from numba_tma import _frontend
+
+    monkeypatch.setenv("NUMBA_TMA_FRONT_END", "numba-cuda-mlir")
+    assert _frontend._choose() == "numba-cuda-mlir"
+    monkeypatch.setenv("NUMBA_TMA_FRONT_END", "numba")
+    with pytest.raises(ImportError, match="NUMBA_TMA_FRONT_END='numba': expected one of"):
+        _frontend._choose()
+    monkeypatch.delenv("NUMBA_TMA_FRONT_END")
+    installed = {"numba_cuda", "numba_cuda_mlir"}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name in installed else None)
+    assert _frontend._choose() == "numba-cuda"
+    installed.discard("numba_cuda")
+    assert _frontend._choose() == "numba-cuda-mlir"
+    installed.clear()
+    with pytest.raises(ImportError, match="numba-cuda.*numba-cuda-mlir.*neither is installed"):
+        _frontend._choose()
