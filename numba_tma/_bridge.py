@@ -16,7 +16,7 @@ from ._frontend import address_of, cuda, errors, tail, types
 
 # (address_of and tail are IR of the front end's own: numba_tma._frontend)
 __all__ = ["PTX_DIR", "ptx_source", "declare", "address_of", "tail", "require_array",
-           "require_int", "literal_int", "host_call", "inline_device"]
+           "require_int", "literal_int", "host_call", "inline_device", "generated_device"]
 
 
 def _ptx_dir():
@@ -100,6 +100,16 @@ def inline_device(func):
     dispatcher = cuda.jit(device=True, forceinline=True)(func)
     dispatcher.__class__ = _unliteral_dispatcher_class(type(dispatcher))
     return dispatcher
+
+
+def generated_device(name, lines, env):
+    """The ``@inline_device`` function ``name`` whose source is ``lines``, run in ``env``: code
+    written out for its constants, where a loop would keep an index dynamic (LLVM does not
+    unroll a loop whose body holds a user epilogue, numba-cuda-mlir not one in an inlined
+    function; an accumulator index not constant sends every accumulator to local memory)."""
+    namespace = {"__name__": __name__, **env}
+    exec(compile("\n".join(lines) + "\n", f"<numba_tma: {name}>", "exec"), namespace)
+    return inline_device(namespace[name])
 
 
 _UNLITERAL_CLASSES = {}

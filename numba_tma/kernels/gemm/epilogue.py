@@ -20,7 +20,7 @@ import functools
 import numpy as np
 
 from ..._frontend import cuda
-from ..._bridge import inline_device
+from ..._bridge import generated_device, inline_device
 from ... import fence, mbarrier, tma, warp
 from .config import C_BOX_BYTES, SLAB_ROWS, WG_ROWS
 from .ring import Parts, SPAN
@@ -101,15 +101,6 @@ def box_writer(out_kind, has_beta, epi=None, j=None):
                     dynf[f + 1] = v1
 
     return write_box
-
-
-def generated_device(name, lines, env):
-    """The ``@inline_device`` function ``name`` whose source is ``lines``, run in ``env``: code
-    written out for its constants, where LLVM would not unroll a loop whose body holds a user
-    epilogue (an accumulator index not constant sends every accumulator to local memory)."""
-    namespace = {"__name__": __name__, **env}
-    exec(compile("\n".join(lines) + "\n", f"<numba_tma: {name}>", "exec"), namespace)
-    return inline_device(namespace[name])
 
 
 def epilogue_branches(epi, condition, body):

@@ -17,7 +17,7 @@ import functools
 
 from ..._frontend import cuda
 
-from ..._bridge import inline_device
+from ..._bridge import generated_device, inline_device
 from ... import mbarrier, wgmma
 from .config import BM, SWIZZLE_ALIGN, WG_ROWS, is_fp8
 from .ring import ATOM_BYTES, BK, SPAN, Parts
@@ -144,6 +144,16 @@ def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
 
 
 @functools.cache
+def zeroing(n):
+    """``zero(acc)``: ``acc[0..n-1] = 0``, each index a constant. numba-cuda-mlir 0.6.0 keeps
+    a ``range(n)`` loop inside an inlined function a loop with a dynamic index, and with it the
+    accumulators in local memory (512 B of stack in the persistent kernels); numba-cuda unrolls
+    either form to the same code."""
+    return generated_device("zero", ["def zero(acc):"] +
+                            [f"    acc[{i}] = 0.0" for i in range(n)], {})
+
+
+@functools.cache
 def tile_mainloop(parts, ring, pipe, turns=False):
     """``mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes, turn, lead)``:
     a persistent consumer's product over K slices ``kt0..kt1`` of one tile into ``acc`` (and
@@ -156,13 +166,13 @@ def tile_mainloop(parts, ring, pipe, turns=False):
     mma_slot, fence_accumulators = parts.mma_slot, parts.fence_accumulators
     consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
     next_slot = ring.next_slot
+    zero = zeroing(NACC)
 
     @inline_device
     def mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes, turn, lead):
-        for i in range(NACC):
-            acc[i] = 0.0
-            if HALVES == 2:
-                acc2[i] = 0.0
+        zero(acc)
+        if HALVES == 2:
+            zero(acc2)
         fence_accumulators(acc, acc2)
         prev = 0
         if turns and kt1 == kt0 and lead:

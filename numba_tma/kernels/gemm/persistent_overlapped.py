@@ -17,11 +17,12 @@ import functools
 import numpy as np
 
 from ..._frontend import cuda
-from ..._bridge import inline_device
+from ..._bridge import generated_device, inline_device
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
-from .epilogue import epilogue_branches, generated_device, packed_epilogue
+from .epilogue import epilogue_branches, packed_epilogue
 from .frame import persistent_kernel, persistent_parts
+from .mainloop import zeroing
 from .scales import rowcol_packer, rowcol_scaler, tensor_alpha, thread_row
 
 __all__ = ["kernel"]
@@ -36,6 +37,7 @@ def kernel(cfg, spec):
     SCALE, TM = spec.scale, cfg.bm
     F = persistent_parts(cfg, spec)
     NACC = F.P.NACC
+    zero = zeroing(NACC)
     NWORDS = NACC // 2
     BN = cfg.bn
     views, tile_origin = F.views, F.tile_origin
@@ -117,8 +119,7 @@ def kernel(cfg, spec):
         while unit < dp_units:
             row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
             unit += nclusters
-            for i in range(NACC):
-                acc[i] = 0.0
+            zero(acc)
             wgmma.fence_operand(acc, NACC)
             # (one call per box: j stays a constant, and so every register index)
             s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 0, num_k, s,

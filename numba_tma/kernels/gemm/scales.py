@@ -34,6 +34,7 @@ from ..._frontend import cuda
 from ..._bridge import inline_device, tail
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
+from .mainloop import zeroing
 from .ring import SCALE_ROWS, SLOT_SCALES
 
 __all__ = ["SCALE_MODES", "BLOCK_K", "thread_row", "tensor_alpha", "rowcol_scaler",
@@ -149,6 +150,7 @@ def promoting_mainloop(parts, ring, scaled):
     Returns the ring position.
     """
     NACC = parts.NACC
+    zero = zeroing(NACC)
     assert parts.HALVES == 1
     mma_issue = parts.mma_issue
     consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
@@ -203,8 +205,7 @@ def promoting_mainloop(parts, ring, scaled):
 
     @inline_device
     def mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, rows, lr):
-        for i in range(NACC):
-            acc[i] = 0.0
+        zero(acc)
         if kt0 >= kt1:
             return s, passes
         consumer_wait(full, s, passes)

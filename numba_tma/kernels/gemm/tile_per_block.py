@@ -25,7 +25,7 @@ from ... import barrier, cluster, fence, griddep, mbarrier, tma, wgmma
 from .config import CONSUMER_REGS, CONSUMER_WARPS, PRODUCER_REGS, SWIZZLE_ALIGN
 from .epilogue import slab_epilogue
 from .frame import kernel_entry
-from .mainloop import wgmma_parts
+from .mainloop import wgmma_parts, zeroing
 from .prologue import meet, ring_setup, start_dependent
 from .ring import BK, ring, shared_views, slice_loader
 from .scheduler import raster
@@ -44,6 +44,7 @@ def kernel(cfg, spec):
     P = wgmma_parts(BN, cfg.mma_pipe, spec.a_kmajor, spec.b_kmajor, spec.in_kind, whole=ONE)
     PIPE = cfg.mma_pipe
     NACC = P.NACC
+    zero = zeroing(NACC)
     BAR_BYTES = 8 * (2 * S + CONSUMER_WARPS)
     issue_slot = slice_loader(cfg.bm, BN, 1, spec.a_kmajor, spec.b_kmajor, CN)
     R = ring(S, P.STAGE_BYTES, issue_slot, CN)
@@ -75,10 +76,9 @@ def kernel(cfg, spec):
 
     @inline_device
     def consume(acc, acc2, tiles, full, empty, c, lane, num_k):
-        for i in range(NACC):
-            acc[i] = 0.0
-            if ONE:
-                acc2[i] = 0.0
+        zero(acc)
+        if ONE:
+            zero(acc2)
         fence_accumulators(acc, acc2)
         for kt in range(num_k):
             s = kt & (S - 1)

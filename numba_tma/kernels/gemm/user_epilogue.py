@@ -20,7 +20,7 @@ import typing
 
 import numpy as np
 
-from ..._bridge import inline_device
+from ..._bridge import generated_device, inline_device
 
 __all__ = ["EpilogueFn", "element_epilogue", "stable"]
 
@@ -43,12 +43,8 @@ def _spread(user, nargs):
     """``call(v, row, col, args)`` -> ``user(v, row, col, args[0], ..., args[nargs - 1])``,
     written out: numba-cuda-mlir cannot call a closure with ``*args``."""
     spread = "".join(f", args[{i}]" for i in range(nargs))
-    namespace = {}
-    exec(f"def make(user):\n"
-         f"    def call(v, row, col, args):\n"
-         f"        return user(v, row, col{spread})\n"
-         f"    return call\n", namespace)
-    return inline_device(namespace["make"](user))
+    return generated_device("call", ["def call(v, row, col, args):",
+                                     f"    return user(v, row, col{spread})"], {"user": user})
 
 
 @functools.cache        # one per function and argument types: every kernel of it shares it
