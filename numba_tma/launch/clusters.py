@@ -208,8 +208,8 @@ def _prepare_cluster(kernel, args, grid, block, cluster, shared_mem, non_portabl
         compiled = _direct_kernel(kernel, args)
         func = compiled.function()
         if not compiled._native:
-            raise RuntimeError(f"launch_cluster: the parameters of {kernel.__name__} are not "
-                               f"the words numba_tma packs for {front_end()}")
+            raise RuntimeError(f"launch_cluster: the parameters of {kernel.py_func.__name__} "
+                               f"are not the words numba_tma packs for {front_end()}")
     if plan.non_portable:
         _allow_non_portable(func)
     return plan, compiled, func
