@@ -1,26 +1,15 @@
 """Shared pieces of the GPU tests: fresh random inputs, the numpy model of a TMA box, launch helpers."""
 
 import math
-import re
 
 import numpy as np
 
-from numba_tma import front_end
 from numba_tma._frontend import cuda
 
 # Every wait in the test kernels is bounded, so a lost transaction fails a test instead of hanging.
 TIMEOUT_NS = 2_000_000_000
 
 rng = np.random.default_rng()
-
-
-def as_front_end(text):
-    """Example code from the README or docs/ for the front end in use: the examples import
-    numba-cuda's ``cuda``; under another front end its ``cuda`` takes that import's place."""
-    if front_end() == "numba-cuda":
-        return text
-    return re.sub(r"^(\s*)from numba import cuda$", r"\1from numba_tma._frontend import cuda", text,
-                  flags=re.M)
 
 
 def random_array(shape, dtype):

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from gpu_helpers import as_front_end
+from test_readme_examples import as_front_end
 
 from numba_tma import matmul
 from numba_tma.kernels.gemm import WgmmaConfig

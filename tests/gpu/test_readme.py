@@ -4,7 +4,7 @@ import os
 import re
 
 import numpy as np
-from gpu_helpers import as_front_end
+from test_readme_examples import as_front_end
 
 
 def test_readme_add_one_example():
