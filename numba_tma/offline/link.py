@@ -173,16 +173,16 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
         launch_bounds=opts.get("launch_bounds"),
     )
 
+    extra = list(opts.get("link") or ()) + list(linking or ())
     entry = None
     if front_end() == "numba-cuda-mlir":
         # (numba-cuda-mlir has no compile_all: its kernel compile gives the LTO-IR)
         from .._frontend import compile_ltoir
 
         # (it links while it compiles: the files of ``linking`` go in with the kernel's own)
-        link = list(opts.get("link") or ()) + list(linking or ())
         try:
             codes, link_paths, entry = compile_ltoir(
-                pyfunc, signature, cc, arch, link=link or None,
+                pyfunc, signature, cc, arch, link=extra or None,
                 max_registers=opts.get("max_registers") or None, **compile_opts)
         except Exception as e:      # (an unresolved extern: a link error, as ours would be)
             if type(e).__name__ != "nvJitLinkError":
@@ -196,7 +196,6 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
                 **compile_opts,
             )
 
-    extra = list(opts.get("link") or ()) + list(linking or ())
     seen = set(link_paths) if entry is not None else set()   # (mlir: codes hold its .cu files)
     for item in extra:
         key = os.path.abspath(os.fspath(item)) if isinstance(item, (str, os.PathLike)) else id(item)
