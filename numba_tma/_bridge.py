@@ -12,7 +12,8 @@ a ``CALL``.
 import os
 from importlib import resources
 
-from ._frontend import address_of, cuda, errors, tail, types
+from ._frontend import UNROLL_IN_SOURCE, address_of, cuda, errors, tail, types
+from ._unroll import unrolled
 
 # (address_of and tail are IR of the front end's own: numba_tma._frontend)
 __all__ = ["PTX_DIR", "ptx_source", "declare", "address_of", "tail", "require_array",
@@ -97,6 +98,8 @@ def inline_device(func):
 
     if config.ENABLE_CUDASIM:                   # the simulator runs Python: nothing to inline
         return cuda.jit(device=True)(func)
+    if UNROLL_IN_SOURCE:
+        func = unrolled(func)
     dispatcher = cuda.jit(device=True, forceinline=True)(func)
     dispatcher.__class__ = _unliteral_dispatcher_class(type(dispatcher))
     return dispatcher

@@ -23,7 +23,8 @@ from numba_cuda_mlir.numba_cuda import types
 
 __all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
-           "globaltimer", "address_int", "as_u64", "as_u32", "array_words", "ARRAY_POINTER_WORDS"]
+           "globaltimer", "address_int", "as_u64", "as_u32", "array_words", "ARRAY_POINTER_WORDS",
+           "UNROLL_IN_SOURCE"]
 
 intrinsic = _ext.intrinsic
 
@@ -99,6 +100,10 @@ def array_words(ptr, shape, strides, itemsize):
 
 #: Where :func:`array_words` puts the data address.
 ARRAY_POINTER_WORDS = (0, 1)
+
+# Its pipeline leaves an inlined function's constant loops loops, their index dynamic and the
+# accumulators in local memory: numba_tma._unroll writes them out in the source.
+UNROLL_IN_SOURCE = True
 
 
 # ------------------------------------------------------------------- the IR intrinsics
@@ -365,3 +370,44 @@ def _patch_arch_specific_target():
 
 
 _patch_arch_specific_target()
+
+
+def _patch_plane_collapse():
+    """Taking a plane of a 3-D array (``buf[i]``) builds a ``memref.collapse_shape`` whose
+    result type marks every stride dynamic, where MLIR's verifier wants the static stride of
+    a group that ends in a static size or holds one dimension (``lowering/numpy.py``
+    ``_rank_reducing_subview``): an internal compiler error. Give it the type MLIR computes
+    (``computeCollapsedLayoutMap``)."""
+    import types as pytypes
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir.lowering import numpy as lowering_numpy
+
+    memref = lowering_numpy.memref
+    if getattr(memref, "_numba_tma_patched", False):
+        return
+
+    def collapse_shape(result_type, src, reassociation, *args, **kwargs):
+        source = ir.MemRefType(src.type)
+        shape = source.shape
+        layout = ir.StridedLayoutAttr(source.layout)
+        strides = []
+        for group in reassociation:
+            group = list(group)
+            while len(group) > 1 and shape[group[-1]] == 1:    # a size-1 dim's stride is moot
+                group.pop()
+            dynamic = len(group) > 1 and ir.ShapedType.is_dynamic_size(shape[group[-1]])
+            strides.append(ir.ShapedType.get_dynamic_stride_or_offset() if dynamic
+                           else layout.strides[group[-1]])
+        result = ir.MemRefType(result_type)
+        result_type = ir.MemRefType.get(
+            result.shape, result.element_type,
+            layout=ir.StridedLayoutAttr.get(layout.offset, strides),
+            memory_space=result.memory_space)
+        return memref.collapse_shape(result_type, src, reassociation, *args, **kwargs)
+
+    names = {name: getattr(memref, name) for name in dir(memref) if not name.startswith("__")}
+    names.update(collapse_shape=collapse_shape, _numba_tma_patched=True)
+    lowering_numpy.memref = pytypes.SimpleNamespace(**names)
+
+
+_patch_plane_collapse()

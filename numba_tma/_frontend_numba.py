@@ -14,7 +14,8 @@ from numba.cuda.extending import intrinsic, overload, register_jitable
 
 __all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
-           "globaltimer", "address_int", "as_u64", "as_u32", "array_words", "ARRAY_POINTER_WORDS"]
+           "globaltimer", "address_int", "as_u64", "as_u32", "array_words", "ARRAY_POINTER_WORDS",
+           "UNROLL_IN_SOURCE"]
 
 from_dtype = numba.from_dtype
 
@@ -29,6 +30,9 @@ def array_words(ptr, shape, strides, itemsize):
 
 #: Where :func:`array_words` puts the data address.
 ARRAY_POINTER_WORDS = (4,)
+
+# LLVM unrolls our device functions' constant loops itself (numba_tma._unroll).
+UNROLL_IN_SOURCE = False
 
 
 # ------------------------------------------------------------------ internals, loaded lazily

@@ -81,7 +81,7 @@ def test_imports_resolve_relative_to_the_importing_file():
 # package's own ``__init__.py``, which binds the public names and so imports every layer.
 LAYERS = [
     # the front end: the only modules that import numba (and llvmlite) or numba_cuda_mlir
-    ["_frontend", "_frontend_numba", "_frontend_mlir"],
+    ["_frontend", "_frontend_numba", "_frontend_mlir", "_unroll"],
     # device declarations over _bridge (the intrinsics; swizzle's numpy model beside them)
     ["_bridge", "mbarrier", "fence", "tma", "bulk", "cluster", "smem", "gmem", "warp", "wgmma",
      "barrier", "intmath", "fastmath", "swizzle", "griddep", "tensormap.device", "_address_space"],

@@ -293,35 +293,28 @@ def staged_epilogue(bn, out_kind, has_beta, nbuf, tm, halves, whole, epi=None):
     store_box = _box_storer(box_writer(out_kind, has_beta), C_COLS, nbuf, has_beta)
 
     @inline_device
-    def store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha,
-                    beta, words, old, boxes, loads, J0, J1, ep):
-        # Boxes J0..J1 of a warp's 16 rows of C, one by one through its nbuf staging boxes.
-        for j in range(J0, J1):
-            boxes, loads = store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
-                                     m, n, alpha, beta, words, old, boxes, loads, j, ep)
-        return boxes, loads
-
-    @inline_device
     def store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n,
                    alpha, beta, words, old, boxes, loads, ep):
         # Loops of at most 4 boxes: the compiler unrolls those, while one loop over the 8 f32
         # boxes of a 256-wide tile with beta's loads stayed a loop, its run-time accumulator
         # index sending all 128 accumulators to local memory.
         crow = row0 + (0 if whole else (cw >> 2) * (tm // 2)) + (cw & 3) * SLAB_ROWS
-        boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
-                                   m, n, alpha, beta, words, old, boxes, loads, 0, HALF_BOXES,
-                                   ep)
-        boxes, loads = store_boxes(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
-                                   m, n, alpha, beta, words, old, boxes, loads, HALF_BOXES,
-                                   C_BOXES, ep)
+        for j in range(HALF_BOXES):
+            boxes, loads = store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
+                                     m, n, alpha, beta, words, old, boxes, loads, j, ep)
+        for j in range(HALF_BOXES, C_BOXES):
+            boxes, loads = store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0,
+                                     m, n, alpha, beta, words, old, boxes, loads, j, ep)
         if halves == 2:
             crow += WG_ROWS
-            boxes, loads = store_boxes(acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, crow,
-                                       col0, m, n, alpha, beta, words, old, boxes, loads, 0,
-                                       HALF_BOXES, ep)
-            boxes, loads = store_boxes(acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, crow,
-                                       col0, m, n, alpha, beta, words, old, boxes, loads,
-                                       HALF_BOXES, C_BOXES, ep)
+            for j in range(HALF_BOXES):
+                boxes, loads = store_box(acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, crow,
+                                         col0, m, n, alpha, beta, words, old, boxes, loads, j,
+                                         ep)
+            for j in range(HALF_BOXES, C_BOXES):
+                boxes, loads = store_box(acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, crow,
+                                         col0, m, n, alpha, beta, words, old, boxes, loads, j,
+                                         ep)
         return boxes, loads
 
     return store_tile

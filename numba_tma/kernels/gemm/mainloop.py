@@ -17,7 +17,7 @@ import functools
 
 from ..._frontend import cuda
 
-from ..._bridge import generated_device, inline_device
+from ..._bridge import inline_device
 from ... import mbarrier, wgmma
 from .config import BM, SWIZZLE_ALIGN, WG_ROWS, is_fp8
 from .ring import ATOM_BYTES, BK, SPAN, Parts
@@ -145,12 +145,14 @@ def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
 
 @functools.cache
 def zeroing(n):
-    """``zero(acc)``: ``acc[0..n-1] = 0``, each index a constant. numba-cuda-mlir 0.6.0 keeps
-    a ``range(n)`` loop inside an inlined function a loop with a dynamic index, and with it the
-    accumulators in local memory (512 B of stack in the persistent kernels); numba-cuda unrolls
-    either form to the same code."""
-    return generated_device("zero", ["def zero(acc):"] +
-                            [f"    acc[{i}] = 0.0" for i in range(n)], {})
+    """``zero(acc)``: ``acc[0..n-1] = 0`` (written out where the front end would keep the loop
+    and with it a dynamic index: :mod:`numba_tma._unroll`)."""
+    @inline_device
+    def zero(acc):
+        for i in range(n):
+            acc[i] = 0.0
+
+    return zero
 
 
 @functools.cache
