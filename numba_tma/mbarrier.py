@@ -35,6 +35,8 @@ another block's partial does).
 
 import os
 
+import numpy as np
+
 from ._frontend import address_int, cuda, globaltimer, overload, trap, types
 
 from . import fence
@@ -87,25 +89,30 @@ def wait_or_trap(bounded, what):
     C bounded wait, 1 when the phase completed), then on timeout a report and a trap. ``what``
     ("mbarrier.wait", "cluster.mbarrier_wait") names the wait in the report."""
     timeout = WAIT_TIMEOUT_NS
+    # Every integer printed as int64: numba-cuda-mlir formats each as %lld but passes the 32-bit
+    # indices in 4 bytes, and vprintf then reads the next string's pointer from the wrong place
+    # (an illegal address instead of the report).
     if what == "mbarrier.wait":
         @cuda.jit(device=True, inline=True)
         def report(addr, parity):
             print("numba_tma: mbarrier.wait timed out (NUMBA_TMA_WAIT_TIMEOUT_NS", timeout,
-                  "ns): block", cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z,
-                  "thread", cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z,
-                  "barrier at address", addr, "parity", parity)
+                  "ns): block",
+                  np.int64(cuda.blockIdx.x), np.int64(cuda.blockIdx.y), np.int64(cuda.blockIdx.z),
+                  "thread", np.int64(cuda.threadIdx.x), np.int64(cuda.threadIdx.y),
+                  np.int64(cuda.threadIdx.z), "barrier at address", addr, "parity", parity)
     else:
         @cuda.jit(device=True, inline=True)
         def report(addr, parity):
             print("numba_tma: cluster.mbarrier_wait timed out (NUMBA_TMA_WAIT_TIMEOUT_NS",
-                  timeout, "ns): block", cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z,
-                  "thread", cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z,
-                  "barrier at address", addr, "parity", parity)
+                  timeout, "ns): block",
+                  np.int64(cuda.blockIdx.x), np.int64(cuda.blockIdx.y), np.int64(cuda.blockIdx.z),
+                  "thread", np.int64(cuda.threadIdx.x), np.int64(cuda.threadIdx.y),
+                  np.int64(cuda.threadIdx.z), "barrier at address", addr, "parity", parity)
 
     def impl(bar, parity):
         p = parity & 1
         if bounded(address_of(bar), p, timeout) == 0:
-            report(address_int(address_of(bar)), p)
+            report(address_int(address_of(bar)), np.int64(p))
             trap()
 
     return impl

@@ -169,7 +169,7 @@ def _kernel(cfg, spec):
             start = mbarrier.globaltimer()
             while cuda.atomic.cas(flags, p, RAISED, LOWERED) != RAISED:
                 if mbarrier.globaltimer() - start > TIMEOUT:
-                    print("numba_tma: stream-K block", cuda.blockIdx.x, "waited past",
+                    print("numba_tma: stream-K block", np.int64(cuda.blockIdx.x), "waited past",
                           TIMEOUT, "ns (NUMBA_TMA_WAIT_TIMEOUT_NS) for the partial of block", p)
                     mbarrier.trap()
         else:
