@@ -411,3 +411,46 @@ def _patch_plane_collapse():
 
 
 _patch_plane_collapse()
+
+
+def _patch_alias_analysis():
+    """Dead-code elimination drops a store through an array read from a tuple (the user
+    epilogue's ``pre[row, col] = x``, its ``pre`` an item of the arguments' tuple ``ep``) when
+    it cannot link the array to an argument (``core/ir_utils.py`` ``find_potential_aliases``):
+    a ``build_tuple`` is not linked to its items, and an item read from a tuple before the tuple
+    is known to alias an argument stays out of the argument aliases for good (the blocks are
+    visited in label order, not the data's). numba-cuda-mlir inlines device functions into the
+    kernel's IR, which puts those stores in reach of the elimination that inlining an
+    ``@overload`` runs. Link a built tuple to its items, and make every alias of an argument
+    alias an argument."""
+    from numba_cuda_mlir.numba_cuda.core import ir, ir_utils
+
+    find = ir_utils.find_potential_aliases
+    if getattr(find, "_numba_tma_patched", False):
+        return
+    previous = ir_utils.alias_analysis_extensions.get(ir.Assign)
+
+    def alias_tuple_items(instr, args, typemap, func_ir, alias_map, arg_aliases):
+        if previous is not None:
+            previous(instr, args, typemap, func_ir, alias_map, arg_aliases)
+        expr = instr.value
+        if isinstance(expr, ir.Expr) and expr.op == "build_tuple":
+            for item in expr.items:
+                if not ir_utils.is_immutable_type(item.name, typemap):
+                    ir_utils._add_alias(instr.target.name, item.name, alias_map, arg_aliases)
+
+    def find_potential_aliases(*args, **kwargs):
+        alias_map, arg_aliases = find(*args, **kwargs)
+        while True:
+            more = {v for v, aliases in alias_map.items()
+                    if v not in arg_aliases and aliases & arg_aliases}
+            if not more:
+                return alias_map, arg_aliases
+            arg_aliases |= more
+
+    find_potential_aliases._numba_tma_patched = True
+    ir_utils.alias_analysis_extensions[ir.Assign] = alias_tuple_items
+    ir_utils.find_potential_aliases = find_potential_aliases
+
+
+_patch_alias_analysis()
