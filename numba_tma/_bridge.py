@@ -107,9 +107,11 @@ def inline_device(func):
 
 def generated_device(name, lines, env):
     """The ``@inline_device`` function ``name`` whose source is ``lines``, run in ``env``: code
-    written out for its constants, where a loop would keep an index dynamic (LLVM does not
-    unroll a loop whose body holds a user epilogue, numba-cuda-mlir not one in an inlined
-    function; an accumulator index not constant sends every accumulator to local memory)."""
+    written out for its constants, where a loop would keep an index dynamic on either front end
+    (numba-cuda's LLVM does not unroll a loop whose body holds a user epilogue, and
+    :mod:`numba_tma._unroll` writes loops out on numba-cuda-mlir only; an accumulator index not
+    constant sends every accumulator to local memory), or where the code's shape depends on
+    a count (a call spreading that many arguments)."""
     namespace = {"__name__": __name__, **env}
     exec(compile("\n".join(lines) + "\n", f"<numba_tma: {name}>", "exec"), namespace)
     return inline_device(namespace[name])

@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-from numba_tma import _unroll
 from numba_tma._frontend import UNROLL_IN_SOURCE, front_end
 from numba_tma._unroll import MAX_TRIPS, unrolled
 
@@ -142,4 +141,4 @@ def test_front_end_choice():
     # numba-cuda's LLVM unrolls these loops itself (writing them out there only costs compile
     # time); numba-cuda-mlir's pipeline does not.
     assert UNROLL_IN_SOURCE == (front_end() == "numba-cuda-mlir")
-    assert _unroll.MAX_TRIPS >= 128         # a 64 x 256 f32 accumulator fragment per thread
+    assert MAX_TRIPS >= 128                 # a 64 x 256 f32 accumulator fragment per thread
