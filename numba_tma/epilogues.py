@@ -9,8 +9,8 @@ few lines each: copy one and change it. Habits that keep them fast: constants as
 element (``bias[col]``), ``libdevice.fast_expf`` / ``fast_fdividef`` where a few ulp of
 fp32 will do (an IEEE fp32 division calls a slow-path subroutine), and
 ``fastmath.tanh_approx`` where 2^-11 will (an activation on every element is bound by the SFU,
-which these share). A function that writes a second output (``bias_gelu_aux``) is the
-auxiliary-output form.
+which these share). A function that returns a pair, with ``matmul(..., aux=x)`` storing the
+second value in ``x`` (``bias_gelu_aux``: the pre-activation), is the auxiliary-output form.
 
 ``arg_shapes`` on a function lists its arguments' shapes in terms of C's ``M`` and ``N``;
 ``matmul()`` checks the arguments against it before the launch (set it on your own functions
@@ -139,14 +139,13 @@ def residual(acc, row, col, r):
     return acc + np.float32(r[row, col])
 
 
-@_shapes("N", "MN")
+@_shapes("N")
 @cuda.jit(device=True)
-def bias_gelu_aux(acc, row, col, b, pre):
-    """``gelu_tanh(acc + b[col])``, writing the pre-activation ``acc + b[col]`` to
-    ``pre[row, col]`` (cuBLASLt's GELU_AUX: what the backward pass needs)."""
+def bias_gelu_aux(acc, row, col, b):
+    """``(gelu_tanh(x), x)`` of ``x = acc + b[col]``: with ``matmul(..., aux=pre)``, C gets the
+    GELU and ``pre`` the pre-activation (cuBLASLt's GELU_AUX: what the backward pass needs)."""
     x = acc + np.float32(b[col])
-    pre[row, col] = x
-    return gelu_tanh(x)
+    return gelu_tanh(x), x
 
 
 #: The shipped epilogues by name (benches, tests).

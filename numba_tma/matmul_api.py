@@ -272,7 +272,7 @@ _layouts = BoundedCache(LAYOUT_CACHE_SIZE)
 
 def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, stream=None,
            scale_a=None, scale_b=None, in_dtype=None, fast_accum=False, epilogue=None,
-           epilogue_args=_NO_ARGS):
+           epilogue_args=_NO_ARGS, aux=None):
     """``out = alpha * (a @ b) + beta * out`` with fp32 accumulation; returns ``out``.
 
     ``a`` (M, K), ``b`` (K, N): float16 or bfloat16 (torch), row- or column-major. ``out`` (M, N)
@@ -308,8 +308,11 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     *epilogue_args)`` compiled into the kernel and applied to every element of C in registers
     before the store: ``acc`` is ``alpha * (a @ b)[row, col]`` (plus ``beta * out[row, col]``)
     in fp32, the result is stored; ``epilogue_args`` are CUDA arrays (float16/32/64, integer)
-    and numbers. Ready ones (bias, GELU, SiLU, ReLU, scales, residual, an auxiliary output):
-    :mod:`numba_tma.epilogues`; the rules: :mod:`numba_tma.matmul_epilogue`. 16-bit inputs.
+    and numbers. ``aux``: an (M, N) row-major array of ``out``'s dtype, the auxiliary output
+    (such as the pre-activation), stored like C; ``fn`` then returns a pair, the values for
+    ``out`` and ``aux``. Ready ones (bias, GELU, SiLU, ReLU, scales, residual, bias + GELU with
+    its pre-activation): :mod:`numba_tma.epilogues`; the rules: :mod:`numba_tma.matmul_epilogue`.
+    16-bit inputs.
 
     Repeated calls: the launcher of the last operand sets is cached (by CUDA context, addresses,
     shapes, strides, dtypes, ``config`` and whether ``beta`` is 0), so a repeated call skips
@@ -330,9 +333,12 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
         from .matmul_epilogue import matmul_epilogue
 
         return _on_device(a, matmul_epilogue, a, b, out, alpha, beta, out_dtype, config,
-                          stream, epilogue, epilogue_args)
+                          stream, epilogue, epilogue_args, aux)
     if epilogue_args is not _NO_ARGS:
         raise ValueError("epilogue_args given without an epilogue")
+    if aux is not None:
+        raise ValueError("aux given without an epilogue (aux is the auxiliary output an "
+                         "epilogue returning a pair writes)")
     if fp8:
         from .matmul_fp8 import matmul_fp8
 

@@ -7,8 +7,10 @@ function that types for ``(float32, int64, int64, *argument types)`` and returns
 (compiled once per function and argument types, its errors naming it); each of
 ``epilogue_args`` is a CUDA array (numba, CuPy or torch; float16/32/64 or integer, any
 strides) on ``a``'s device, or a Python number, and matches the function's ``arg_shapes``
-when it declares them. Launches are cached like ``matmul()``'s, by the operands, the function
-and its arguments' addresses and values.
+when it declares them. With ``aux`` (the auxiliary-output form) ``epilogue`` returns a pair,
+C's value and ``aux``'s, and ``aux`` is an M x N row-major array of ``out``'s dtype on ``a``'s
+device, TMA-aligned like ``out`` and overlapping no other operand. Launches are cached like
+``matmul()``'s, by the operands, the function and its arguments' addresses and values.
 """
 
 import numbers
@@ -18,7 +20,10 @@ import numpy as np
 from ._frontend import cuda, from_dtype, types
 from ._arrays import InterfaceView
 from ._calls import BoundedCache, call_stream, operand_key
+from ._arrays import numba_view
+from ._device import require_hopper
 from .kernels.gemm import GemmConfig
+from .kernels.gemm.plan import MAP_TYPE, output_map
 from .kernels.gemm.user_epilogue import EpilogueFn
 from .launch import context_id_or_none
 from .offline.toolchain import target_device
@@ -98,10 +103,15 @@ def _check_shapes(fn, values, m, n):
 _typed = {}
 
 
-def _check_types(fn, argtypes):
+def _is_number(t):
+    return isinstance(t, (types.Number, types.Boolean))
+
+
+def _check_types(fn, argtypes, aux=False):
     """Compile ``fn`` for ``(float32, int64, int64, *argtypes)`` once: its typing errors and a
-    non-number result are reported as the user's, not as the GEMM kernel's."""
-    key = (fn, argtypes)
+    result other than a number (a pair of numbers with ``aux``) are reported as the user's,
+    not as the GEMM kernel's."""
+    key = (fn, argtypes, aux)
     if key in _typed:
         return
     name = fn.py_func.__qualname__
@@ -117,15 +127,23 @@ def _check_types(fn, argtypes):
         first = str(e).strip().splitlines()
         raise TypeError(f"epilogue: {name}({shown}) does not compile: "
                         f"{' '.join(first[:12])}") from None
-    if not isinstance(resty, (types.Number, types.Boolean)):
+    pair = (isinstance(resty, types.BaseTuple) and len(resty) == 2
+            and all(_is_number(t) for t in resty))
+    if aux and not pair:
+        raise TypeError(f"epilogue: {name}({shown}) returns {resty}; with aux= it must return "
+                        f"a pair of numbers (the value to store in out, the value to store in "
+                        f"aux)")
+    if not aux and not _is_number(resty):
+        hint = " (a pair is the auxiliary-output form: give aux=)" if pair else ""
         raise TypeError(f"epilogue: {name}({shown}) returns {resty}; it must return a number "
-                        f"(the value to store)")
+                        f"(the value to store){hint}")
     _typed[key] = resty
 
 
-def check_epilogue(epilogue, epilogue_args, m, n):
+def check_epilogue(epilogue, epilogue_args, m, n, aux=False):
     """``(EpilogueFn, the values the kernel takes)`` after every check of
-    ``epilogue`` and ``epilogue_args`` for an ``m x n`` output."""
+    ``epilogue`` and ``epilogue_args`` for an ``m x n`` output (``aux``: the auxiliary-output
+    form, whose tensor map the caller puts before those values)."""
     if not _is_device_function(epilogue):
         hint = (" (decorate it with @numba.cuda.jit(device=True))"
                 if callable(epilogue) else "")
@@ -137,8 +155,37 @@ def check_epilogue(epilogue, epilogue_args, m, n):
     parts = [_argument(v, i) for i, v in enumerate(epilogue_args)]
     _check_shapes(epilogue, epilogue_args, m, n)
     argtypes = tuple(p[0] for p in parts)
-    _check_types(epilogue, argtypes)
+    _check_types(epilogue, argtypes, aux)
+    if aux:
+        return EpilogueFn(epilogue, (MAP_TYPE,) + argtypes, True), tuple(p[1] for p in parts)
     return EpilogueFn(epilogue, argtypes), tuple(p[1] for p in parts)
+
+
+def check_aux(aux, a, b, out):
+    """The auxiliary output ``aux`` (an Operand after the checks): ``out``'s dtype and (M, N)
+    shape, row-major, TMA-aligned, on ``a``'s device, overlapping none of ``a``, ``b``,
+    ``out``."""
+    from .matmul_api import _OUT_KINDS, _check_tma, _dtype_label, _kind, _matrix, _span
+
+    ox = read_operand(aux, "aux", writable=True)
+    check_device(ox, "aux", first="a")
+    if _kind(aux, "aux", _OUT_KINDS) != _kind(out, "out", _OUT_KINDS):
+        raise TypeError(f"aux must have out's dtype ({_dtype_label(out)}): it is stored "
+                        f"through C's boxes; got {_dtype_label(aux)}")
+    m, n = int(out.shape[0]), int(out.shape[1])
+    if tuple(ox.shape) != (m, n):
+        raise ValueError(f"aux must have out's shape ({m}, {n}); got {tuple(ox.shape)}")
+    row, _ = _matrix(ox, "aux", prefer_row=True)
+    if not row and m > 1 and n > 1:
+        raise ValueError("aux must be row-major (C-contiguous); got a column-major array")
+    if m and n:
+        _check_tma(ox, (m, n), "aux", "row-major")
+    lo, hi = _span(ox)
+    for name, array in (("a", a), ("b", b), ("out", out)):
+        vlo, vhi = _span(read_operand(array, name))
+        if ox.size and vlo < hi and lo < vhi:
+            raise ValueError(f"aux overlaps {name}")
+    return ox
 
 
 _launchers = BoundedCache(64)
@@ -154,9 +201,11 @@ def _quick_key(value):
 
 
 def matmul_epilogue(a, b, out, alpha, beta, out_dtype, config, stream, epilogue,
-                    epilogue_args):
-    """``matmul()`` with an epilogue (16-bit inputs; ``a``'s device is current)."""
-    from .matmul_api import allocate_out, bound_launch, planned_layout_key, plan_matmul
+                    epilogue_args, aux=None):
+    """``matmul()`` with an epilogue (16-bit inputs; ``a``'s device is current); ``aux``: the
+    auxiliary output, or None."""
+    from .matmul_api import (_OUT_KINDS, _kind, allocate_out, bound_launch, planned_layout_key,
+                             plan_matmul)
 
     if isinstance(config, GemmConfig):
         raise ValueError("epilogue: the mma.sync rung (config=GemmConfig) takes no epilogue; "
@@ -170,17 +219,29 @@ def matmul_epilogue(a, b, out, alpha, beta, out_dtype, config, stream, epilogue,
     ko = operand_key(out)
     quick = (tuple(_quick_key(v) for v in epilogue_args)
              if type(epilogue_args) is tuple else (None,))
+    if aux is not None:
+        quick += (operand_key(aux),)
     ctx = None if None in (ka, kb, ko) or None in quick else context_id_or_none()
     key = None if ctx is None else (ctx, ka, kb, ko, config, beta != 0, epilogue, quick)
     run = None if key is None else _launchers.get(key)
     if run is None:
         m, n = int(out.shape[0]), int(out.shape[1])
-        epi, values = check_epilogue(epilogue, epilogue_args, m, n)
+        if aux is not None:
+            check_aux(aux, a, b, out)
+        epi, values = check_epilogue(epilogue, epilogue_args, m, n, aux is not None)
+        if aux is not None:     # its tensor map: the kernel's first epilogue argument
+            require_hopper("matmul")        # (the checks first: the same errors without a GPU)
+            xmap = output_map(numba_view(aux, "aux"), _kind(out, "out", _OUT_KINDS)) \
+                if m and n else None
+            values = (None if xmap is None else xmap.device_array,) + values
         layout_key = None if key is None else planned_layout_key(ctx, ka, kb, ko, config,
                                                                  beta != 0, epi)
 
         def make_plan():
             plan = plan_matmul(a, b, out, config)
+            if epi.aux and config is None and plan.config.overlap_epilogue:
+                # (the overlapped epilogue has no registers for a second packed tile)
+                plan.config = plan.config.replace(overlap_epilogue=False)
             plan.epilogue, plan.epilogue_args = epi, values
             return plan
 

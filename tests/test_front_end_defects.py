@@ -1,11 +1,13 @@
 """Front-end defects met on the GPU, each pinned offline by a minimal kernel's machine code, with
 numba_tma's workaround in place (docs/front_ends.md lists them). These hold on both front ends.
 
-numba-cuda-mlir 0.6.0 dropped stores of the user epilogue's auxiliary output (``bias_gelu_aux``'s
-``pre[row, col] = x``): its dead-code elimination, run when an ``@overload`` is inlined, did
-not see that ``pre`` (an item of the epilogue arguments' tuple) aliases a kernel argument. On
-the GPU some elements of ``pre`` stayed unwritten; a one-block-per-tile GEMM kept 98 of its 128
-``STG``. ``numba_tma._frontend_mlir._patch_alias_analysis`` is the workaround."""
+numba-cuda-mlir 0.6.0 dropped the stores a user epilogue makes to an array of its arguments
+(the pre-activation ``pre[row, col] = x``, as ``bias_gelu_aux`` wrote it before the
+auxiliary output went through TMA): its dead-code elimination, run when an ``@overload`` is
+inlined, did not see that ``pre`` (an item of the epilogue arguments' tuple) aliases a kernel
+argument. On the GPU some elements of ``pre`` stayed unwritten; a one-block-per-tile GEMM kept
+98 of its 128 ``STG``. ``numba_tma._frontend_mlir._patch_alias_analysis`` is the
+workaround."""
 
 import os
 
@@ -18,7 +20,16 @@ from numba_tma.kernels.gemm.epilogue import box_writer
 from numba_tma.kernels.gemm.user_epilogue import EpilogueFn, element_epilogue
 
 F32V, F32M = types.float32[::1], types.float32[:, ::1]
-GELU_AUX = EpilogueFn(epilogues.bias_gelu_aux, (F32V, F32M))
+
+
+@cuda.jit(device=True)
+def bias_gelu_store(acc, row, col, b, pre):
+    x = acc + np.float32(b[col])
+    pre[row, col] = x
+    return epilogues.gelu_tanh(x)
+
+
+GELU_STORE = EpilogueFn(bias_gelu_store, (F32V, F32M))
 offline = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                              reason="compiles for sm_90a (not under the simulator)")
 
@@ -31,10 +42,10 @@ def compiled(kernel):
 
 @offline
 def test_every_auxiliary_store_of_an_epilogue_is_kept():
-    # Four elements through the GELU_AUX epilogue, its arguments' tuple built in the kernel (as
+    # Four elements through the GELU_STORE epilogue, its arguments' tuple built in the kernel (as
     # the GEMM's entry point builds it): four aux stores and the one output. The last aux store
     # was dropped (a built tuple was not linked to its items).
-    _, inside = element_epilogue(GELU_AUX)
+    _, inside = element_epilogue(GELU_STORE)
 
     def four(out, b, pre, m, n):
         r = cuda.threadIdx.x >> 2
@@ -51,11 +62,11 @@ def test_every_auxiliary_store_of_an_epilogue_is_kept():
 
 @offline
 def test_every_auxiliary_store_of_a_box_is_kept():
-    # One 16 x 64 box of fp16 C through the GELU_AUX box writer: 32 elements per thread, each
+    # One 16 x 64 box of fp16 C through the GELU_STORE box writer: 32 elements per thread, each
     # stored to `pre` once in the branch for a box inside C and once in the branch across its
     # edge. 15 of the edge branch's were dropped (an item read from the tuple before the tuple
     # was known to alias an argument stayed out of the argument aliases).
-    write_box = box_writer("f16", False, GELU_AUX, 0)
+    write_box = box_writer("f16", False, GELU_STORE, 0)
 
     def box(acc_in, b, pre, m, n):
         acc = cuda.local.array(32, np.float32)

@@ -1,8 +1,9 @@
 """User epilogues without a GPU: the GEMM kernels with each shipped epilogue link for sm_90a with
 no call, no stack and no local memory, in fp32 (no fp64 instruction); an identity epilogue
-adds no load, store, barrier or wgmma to the plain kernel; ``check_epilogue`` reports every bad function
-and argument by name before anything reaches the driver; the disk cache keys only functions
-whose code says all they compute.
+adds no load, store, barrier or wgmma to the plain kernel; the auxiliary output goes through
+its own staging boxes and TMA stores; ``check_epilogue`` reports every bad function and
+argument by name before anything reaches the driver; the disk cache keys only functions whose
+code says all they compute.
 """
 
 import math
@@ -14,7 +15,7 @@ from numba_tma import epilogues
 from numba_tma._frontend import cuda, types
 from numba_tma.kernels.gemm import KernelSpec
 from numba_tma.kernels.gemm.choose import NARROW, OVERLAPPED, TALL, WIDE
-from numba_tma.kernels.gemm.plan import ARGTYPES
+from numba_tma.kernels.gemm.plan import ARGTYPES, MAP_TYPE
 from numba_tma.kernels.gemm.user_epilogue import EpilogueFn, stable
 from numba_tma.matmul_epilogue import check_epilogue
 
@@ -22,7 +23,17 @@ from numba_tma.matmul_epilogue import check_epilogue
 F32V = types.Array(types.float32, 1, "C")
 F16M = types.Array(types.float16, 2, "C")
 F32M = types.Array(types.float32, 2, "C")
-ARGS = {"residual": (F16M,), "bias_gelu_aux": (F32V, F32M)}
+ARGS = {"residual": (F16M,), "bias_gelu_aux": (MAP_TYPE, F32V)}
+AUX = ("bias_gelu_aux",)            # the shipped epilogues of the auxiliary-output form
+
+
+@cuda.jit(device=True)
+def bias_gelu_store(acc, row, col, b, pre):
+    # bias + GELU writing its pre-activation itself, one store per element (the form any
+    # epilogue may use for outputs of its own)
+    x = acc + np.float32(b[col])
+    pre[row, col] = x
+    return epilogues.gelu_tanh(x)
 
 
 def compiled(cfg, name, in_kind="f16", out_kind="f16", has_beta=False, fn=None, argtypes=None):
@@ -31,7 +42,7 @@ def compiled(cfg, name, in_kind="f16", out_kind="f16", has_beta=False, fn=None, 
     if fn is None:
         fn = epilogues.SHIPPED[name]
     argtypes = argtypes if argtypes is not None else ARGS.get(name, (F32V,))
-    epi = None if fn is False else EpilogueFn(fn, argtypes)
+    epi = None if fn is False else EpilogueFn(fn, argtypes, name in AUX)
     spec = KernelSpec(True, False, in_kind, out_kind, has_beta, "", False, epi)
     return compile_kernel(cfg.kernel(spec), types.void(*(ARGTYPES + (argtypes if epi else ()))))
 
@@ -50,20 +61,41 @@ def test_shipped_epilogues_compile_clean(name):
 
 
 @pytest.mark.parametrize("cfg, out_kind, has_beta", [
-    (WIDE, "f16", False), (OVERLAPPED[WIDE], "bf16", False), (TALL, "f32", True)],
-    ids=["wide", "wide_overlapped", "tall_f32_beta"])
+    (WIDE, "f16", False), (TALL, "f32", True)], ids=["wide", "tall_f32_beta"])
 def test_epilogue_on_the_large_tiles(cfg, out_kind, has_beta):
     kb = compiled(cfg, "bias_gelu_aux", out_kind=out_kind, has_beta=has_beta)
     assert_clean(kb)
     assert kb.count("MUFU") > 0                 # (the GELU's tanh is there)
 
 
+@pytest.mark.parametrize("cfg, out_kind", [(WIDE, "f16"), (NARROW[128], "bf16"),
+                                           (NARROW[64], "f16"), (TALL, "f32")],
+                         ids=["staged", "slab", "slab_one_consumer", "staged_f32"])
+def test_auxiliary_output_goes_through_tma(cfg, out_kind):
+    # The auxiliary output is staged and stored as C is: twice C's TMA stores (and, for
+    # 16-bit output, stmatrix) of the same epilogue without it, and no store to global memory
+    # of its own.
+    aux = compiled(cfg, "bias_gelu_aux", out_kind=out_kind)
+    plain = compiled(cfg, "bias_gelu", out_kind=out_kind)
+    assert_clean(aux)
+    ops, base = aux.opcodes(), plain.opcodes()
+    assert ops["UTMASTG.2D"] == 2 * base["UTMASTG.2D"]
+    staged = "STSM.16.M88.4" if out_kind != "f32" else "STS.64"
+    assert ops.get(staged, 0) == 2 * base.get(staged, 0) > 0 or out_kind == "f32"
+    assert not any(op.startswith("STG") for op in ops)
+
+
+def test_overlapped_epilogue_refuses_an_auxiliary_output():
+    with pytest.raises(ValueError, match=r"auxiliary output \(aux=\) needs overlap_epilogue=False"):
+        compiled(OVERLAPPED[WIDE], "bias_gelu_aux")
+
+
 def test_strided_arguments_compile_clean_and_cost_more():
     # A strided argument ("A": run-time strides) compiles clean too; its addresses cost a
     # multiply each, which the contiguous ("C") one, the index plus constants, does without.
     strided = (types.Array(types.float32, 1, "A"), types.Array(types.float32, 2, "A"))
-    a = compiled(OVERLAPPED[WIDE], "bias_gelu_aux", argtypes=strided)
-    c = compiled(OVERLAPPED[WIDE], "bias_gelu_aux", argtypes=(F32V, F32M))
+    a = compiled(OVERLAPPED[WIDE], None, fn=bias_gelu_store, argtypes=strided)
+    c = compiled(OVERLAPPED[WIDE], None, fn=bias_gelu_store, argtypes=(F32V, F32M))
     assert_clean(a)
     assert sum(c.opcodes().values()) + 256 < sum(a.opcodes().values())
 
@@ -129,7 +161,8 @@ def does_not_type(acc, row, col, v):
 @pytest.mark.parametrize("fn, args, exc, match", [
     (plain_python, (), TypeError, r"epilogue must be a @cuda.jit\(device=True\).*decorate"),
     (None, (), TypeError, "epilogue must be"),
-    (returns_a_tuple, (), TypeError, r"returns_a_tuple\(acc: float32.*\) returns"),
+    (returns_a_tuple, (), TypeError,
+     r"returns_a_tuple\(acc: float32.*\) returns .*a pair is the auxiliary-output form"),
     (does_not_type, (1.0,), TypeError, r"does_not_type\(.*float64\) does not compile"),
     (epilogues.bias, [FakeArray((48,))][0], TypeError, "epilogue_args must be a tuple"),
     (epilogues.bias, (FakeArray((49,)),), ValueError,
@@ -146,16 +179,25 @@ def test_bad_epilogue_named_before_the_driver(fn, args, exc, match):
         check_epilogue(fn, args, 64, 48)
 
 
+def test_auxiliary_form_needs_a_pair():
+    with pytest.raises(TypeError, match=r"bias\(acc: float32.*\) returns float32; with aux= it "
+                                        r"must return a pair"):
+        check_epilogue(epilogues.bias, (FakeArray((48,)),), 64, 48, aux=True)
+    check_epilogue(returns_a_tuple, (), 64, 48, aux=True)
+
+
 def test_arguments_typed_as_the_kernel_takes_them():
-    epi, values = check_epilogue(epilogues.bias_gelu_aux,
+    epi, values = check_epilogue(bias_gelu_store,
                                  (FakeArray((48,)), FakeArray((64, 48), "<f2")), 64, 48)
-    assert epi.argtypes == (F32V, F16M) and epi.fn is epilogues.bias_gelu_aux
+    assert epi.argtypes == (F32V, F16M) and epi.fn is bias_gelu_store and not epi.aux
     assert [v.__cuda_array_interface__["shape"] for v in values] == [(48,), (64, 48)]
-    epi, _ = check_epilogue(epilogues.bias_gelu_aux, (FakeArray((48,), strides=(8,)),
-                                                      FakeArray((64, 48), strides=(4, 256))),
-                            64, 48)
+    epi, _ = check_epilogue(bias_gelu_store, (FakeArray((48,), strides=(8,)),
+                                              FakeArray((64, 48), strides=(4, 256))), 64, 48)
     assert epi.argtypes == (types.Array(types.float32, 1, "A"),
                             types.Array(types.float32, 2, "A"))
+    # the auxiliary-output form: the kernel takes aux's tensor map before the user's arguments
+    epi, values = check_epilogue(epilogues.bias_gelu_aux, (FakeArray((48,)),), 64, 48, aux=True)
+    assert epi == (epilogues.bias_gelu_aux, (MAP_TYPE, F32V), True) and len(values) == 1
 
     @cuda.jit(device=True)
     def scaled(acc, row, col, s, flag, n):

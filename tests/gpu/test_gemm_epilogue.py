@@ -48,6 +48,18 @@ def uniform(shape):
     return torch.rand(shape, device="cuda", generator=generator()) * 2 - 1
 
 
+@cuda.jit(device=True)
+def bias_gelu_store(acc, row, col, b, pre):
+    # bias + GELU that writes its float32 pre-activation itself, one store per element (the
+    # form any epilogue may use for outputs of its own)
+    x = acc + np.float32(b[col])
+    pre[row, col] = x
+    return epilogues.gelu_tanh(x)
+
+
+EPILOGUES = {**epilogues.SHIPPED, "bias_gelu_store": bias_gelu_store}
+
+
 def reference(name, p, vec, mat):
     """torch's float32 epilogue ``name`` of the float32 product ``p``."""
     gelu = lambda x: F.gelu(x, approximate="tanh")      # noqa: E731
@@ -55,25 +67,28 @@ def reference(name, p, vec, mat):
             "bias_gelu": lambda: gelu(p + vec), "bias_gelu_erf": lambda: F.gelu(p + vec),
             "bias_silu": lambda: F.silu(p + vec), "row_scale": lambda: p * vec[:, None],
             "col_scale": lambda: p * vec, "residual": lambda: p + mat.float(),
-            "bias_gelu_aux": lambda: gelu(p + vec)}[name]()
+            "bias_gelu_aux": lambda: gelu(p + vec),
+            "bias_gelu_store": lambda: gelu(p + vec)}[name]()
 
 
 def arguments(name, m, n, dtype):
-    """``(vector or None, matrix or None, epilogue_args)`` of shipped epilogue ``name``."""
+    """``(vector or None, matrix or None, epilogue_args)`` of epilogue ``name``."""
     vec = uniform((m if name == "row_scale" else n,)) * 4
     mat = None
     if name == "residual":         # (float16: numba reads no bfloat16 arrays)
         mat = ints((m, n), dtype=torch.float16)
         return vec, mat, (mat,)
-    if name == "bias_gelu_aux":
+    if name == "bias_gelu_store":
         mat = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
         return vec, mat, (vec, mat)
     return vec, None, (vec,)
 
 
-#: The shipped epilogues whose GELU runs on the SFU's tanh.approx (2^-11 relative on tanh): an
+#: The epilogues whose GELU runs on the SFU's tanh.approx (2^-11 relative on tanh): an
 #: absolute error up to 2^-12 |x| beside the output's rounding (epilogues.gelu_tanh).
-SFU_TANH = ("bias_gelu", "bias_gelu_aux")
+SFU_TANH = ("bias_gelu", "bias_gelu_aux", "bias_gelu_store")
+#: ... and those of the auxiliary-output form (matmul(..., aux=)): the pre-activation.
+AUX = ("bias_gelu_aux",)
 
 
 def assert_matches(got, want, exact, dtype, pre=None):
@@ -103,16 +118,19 @@ def run(name, m, n, k, dtype, out_dtype=None, config=None, alpha=1.0, beta=0.0):
         old = ints((m, n), dtype=out.dtype)
         out.copy_(old)
     vec, mat, args = arguments(name, m, n, dtype)
+    aux = torch.full_like(out, float("nan")) if name in AUX else None
     got = matmul(a, b, out, alpha=alpha, beta=beta, config=config,
-                 epilogue=epilogues.SHIPPED[name], epilogue_args=args)
+                 epilogue=EPILOGUES[name], epilogue_args=args, aux=aux)
     assert got is out
     p = alpha * (a.float() @ b.float())
     if beta:
         p = p + beta * old.float()
     assert_matches(out, reference(name, p, vec, mat), name in EXACT, dtype,
                    p + vec if name in SFU_TANH else None)
-    if name == "bias_gelu_aux":
+    if name == "bias_gelu_store":
         assert torch.equal(mat, p + vec)           # the pre-activation, in float32
+    if name in AUX:                                # ... rounded to C's dtype
+        assert torch.equal(aux, (p + vec).to(aux.dtype))
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -129,10 +147,23 @@ F32_FORCED = ("wide", "tall", "narrow128")      # (f32 output: the plain epilogu
 
 
 @pytest.mark.parametrize("cfg, out", [(c, "f16") for c in FORCED] + [(c, "f32") for c in F32_FORCED])
-def test_every_kernel_family(cfg, out):
-    # The busiest epilogue (two arguments, an auxiliary write) on every tile shape and epilogue
-    # path, at a shape with partial tiles both ways.
-    run("bias_gelu_aux", 1000, 1032, 520, torch.float16, DT[out], FORCED[cfg])
+@pytest.mark.parametrize("name", ["bias_gelu_store", "bias_gelu_aux"])
+def test_every_kernel_family(name, cfg, out):
+    # The busiest epilogues (two arguments and a store per element of its own; the auxiliary
+    # output through TMA, which the overlapped epilogue refuses) on every tile shape and
+    # epilogue path, at a shape with partial tiles both ways.
+    if name in AUX and FORCED[cfg].overlap_epilogue:
+        with pytest.raises(ValueError, match=r"auxiliary output \(aux=\) needs overlap_epilogue"):
+            run(name, 1000, 1032, 520, torch.float16, DT[out], FORCED[cfg])
+        return
+    run(name, 1000, 1032, 520, torch.float16, DT[out], FORCED[cfg])
+
+
+@pytest.mark.parametrize("shape", [(1000, 1032, 520), (4096, 4096, 256)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_auxiliary_output_on_the_chosen_kernel(shape):
+    # Left to choose, a shape whose choice overlaps its epilogue takes the plain one instead.
+    run("bias_gelu_aux", *shape, torch.bfloat16)
 
 
 @pytest.mark.parametrize("cfg", ["wide", "narrow128", "tall"])
@@ -216,12 +247,38 @@ def test_numba_arrays_and_repeated_calls():
     (dict(epilogue=epilogues.bias, epilogue_args=()), TypeError, "takes 1 argument"),
     (dict(epilogue_args=(1.0,)), ValueError, "epilogue_args given without an epilogue"),
     (dict(epilogue=epilogues.bias, config=GemmConfig()), ValueError, "mma.sync"),
+    (dict(aux=torch.empty((64, 48), device="cuda", dtype=torch.float16)), ValueError,
+     "aux given without an epilogue"),
 ])
 def test_bad_input(kwargs, exc, match):
     a = ints((64, 32), dtype=torch.float16)
     b = ints((32, 48), dtype=torch.float16)
     with pytest.raises(exc, match=match):
         matmul(a, b, **kwargs)
+
+
+@pytest.mark.parametrize("make, exc, match", [
+    (lambda out: torch.empty((64, 48), device="cuda"), TypeError, r"aux must have out's dtype"),
+    (lambda out: torch.empty((64, 40), device="cuda", dtype=out.dtype), ValueError,
+     r"aux must have out's shape \(64, 48\)"),
+    (lambda out: torch.empty((48, 64), device="cuda", dtype=out.dtype).t(), ValueError,
+     "aux must be row-major"),
+    (lambda out: torch.empty((64, 49), device="cuda", dtype=out.dtype)[:, :48], ValueError,
+     "aux must be row-major|aux.*multiple of 16 bytes"),
+    (lambda out: out, ValueError, "aux overlaps out"),
+    (lambda out: torch.empty((64, 48), dtype=out.dtype), TypeError, r"aux.*cpu"),
+])
+def test_bad_aux(make, exc, match):
+    a = ints((64, 32), dtype=torch.float16)
+    b = ints((32, 48), dtype=torch.float16)
+    out = torch.full((64, 48), 7.0, device="cuda", dtype=torch.float16)
+    with pytest.raises(exc, match=match):
+        matmul(a, b, out, epilogue=epilogues.bias_gelu_aux,
+               epilogue_args=(torch.ones(48, device="cuda"),), aux=make(out))
+    with pytest.raises(TypeError, match="with aux= it must return a pair"):
+        matmul(a, b, out, epilogue=epilogues.bias, epilogue_args=(torch.ones(48, device="cuda"),),
+               aux=torch.empty_like(out))
+    assert (out == 7).all()                 # nothing launched
 
 
 @pytest.mark.parametrize("arg, exc, match", [

@@ -225,6 +225,14 @@ class WgmmaConfig:
                              f"bm={BM}, bn = 64 or 128 (one N block of B's scales per tile; "
                              f"two slices' products beside the accumulators) and mma_pipe=0 "
                              f"(the promoting main loop pipelines its own wgmma groups)")
+        if spec.epilogue is not None and spec.epilogue.aux:
+            _need(not self.overlap_epilogue,
+                  f"{self!r}: an epilogue with an auxiliary output (aux=) needs "
+                  f"overlap_epilogue=False (the overlapped epilogue holds one packed tile "
+                  f"beside the accumulators; a second does not fit)")
+            _need(self.c_buffers >= 2 or not self.persistent,
+                  f"{self!r}: an epilogue with an auxiliary output (aux=) stages C and it in "
+                  f"two boxes per warp: c_buffers must be 2 or 4")
         if spec.scale == "block":
             need = smem_bytes(self, 4, block=True)
             _need(need <= MAX_DYNAMIC_SMEM,
@@ -259,14 +267,15 @@ class WgmmaConfig:
         return f"{type(self).__name__}({self._fields_text()})"
 
 
-def smem_bytes(cfg, out_itemsize, block=False):
+def smem_bytes(cfg, out_itemsize, block=False, aux=False):
     """Dynamic shared memory of one block: barriers, alignment slack, the ring, and C's staging
     (persistent: ``c_buffers`` 16 x 128-byte boxes per consumer warp; with ``block`` scales also
-    each slot's scales; one block per tile reuses the ring for C)."""
+    each slot's scales; one block per tile reuses the ring for C, and with ``aux`` for an
+    auxiliary output's slabs after C's)."""
     ring = cfg.stages * (cfg.bm + cfg.bn) * SPAN
     bars = 8 * (2 * cfg.stages + CONSUMER_WARPS + cfg.extra_barriers) + SWIZZLE_ALIGN
     if cfg.persistent:
         return (bars + ring + (scale_rows_bytes(cfg.stages) if block else 0)
                 + CONSUMER_WARPS * cfg.c_buffers * C_BOX_BYTES)
-    c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize
+    c_slabs = CONSUMER_WARPS * SLAB_ROWS * cfg.bn * out_itemsize * (2 if aux else 1)
     return bars + max(ring, c_slabs)

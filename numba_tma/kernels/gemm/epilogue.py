@@ -22,9 +22,9 @@ import numpy as np
 from ..._frontend import cuda
 from ..._bridge import generated_device, inline_device
 from ... import fence, mbarrier, tma, warp
-from .config import C_BOX_BYTES, SLAB_ROWS, WG_ROWS
+from .config import CONSUMER_WARPS, C_BOX_BYTES, SLAB_ROWS, WG_ROWS
 from .ring import Parts, SPAN
-from .user_epilogue import element_epilogue
+from .user_epilogue import AUX_MAP, element_epilogue
 
 __all__ = ["stmatrix_row", "box_writer", "slab_epilogue", "staged_epilogue", "packed_epilogue",
            "box_columns"]
@@ -47,7 +47,7 @@ def stmatrix_row(off, lane, q4):
 
 
 @functools.cache        # one set of device functions for every kernel that shares them
-def box_writer(out_kind, has_beta, epi=None, j=None):
+def box_writer(out_kind, has_beta, epi=None, j=None, aux_delta=0):
     """``write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old, crow, col0,
     m, n, ep)``: a consumer warp's box ``j`` of C (the n8 tiles 8j..8j+7 of 16-bit output,
     4j..4j+3 of f32) at byte ``off`` of the uint8 shared array ``smem8``, which starts at float
@@ -59,9 +59,10 @@ def box_writer(out_kind, has_beta, epi=None, j=None):
     With a user epilogue ``epi`` (:mod:`.user_epilogue`; ``ep`` its arguments), each element
     of the warp's rows ``crow..crow + 15`` and the tile's columns from ``col0`` goes through it
     (inside ``m`` x ``n``): that writer is box ``j``'s alone, its loops written out
-    (:func:`_epilogue_box_writer`)."""
+    (:func:`_epilogue_box_writer`). With ``epi.aux`` it writes the auxiliary output's box too,
+    ``aux_delta`` bytes after C's."""
     if epi is not None:
-        return _epilogue_box_writer(out_kind, has_beta, epi, j)
+        return _epilogue_box_writer(out_kind, has_beta, epi, j, aux_delta)
     OUT16 = out_kind != "f32"
     pack = warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2
     unpack = warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2
@@ -117,11 +118,13 @@ def epilogue_branches(epi, condition, body):
 
 
 @functools.cache
-def _epilogue_box_writer(out_kind, has_beta, epi, j):
+def _epilogue_box_writer(out_kind, has_beta, epi, j, aux_delta):
     # box_writer's write_box of box j with the user's epilogue, every loop written out, twice:
-    # for a box inside C (no test per element) and for one across its edge.
+    # for a box inside C (no test per element) and for one across its edge; with an auxiliary
+    # output, its box (aux_delta bytes on) from the pairs the epilogue returns.
     out16 = out_kind != "f32"
-    env = {"stmatrix_row": stmatrix_row, "warp": warp,
+    aux = epi.aux
+    env = {"stmatrix_row": stmatrix_row, "warp": warp, "cuda": cuda, "np": np,
            "pack": warp.pack_f16x2 if out_kind == "f16" else warp.pack_bf16x2,
            "unpack": warp.unpack_f16x2 if out_kind == "f16" else warp.unpack_bf16x2}
     body = []
@@ -137,10 +140,15 @@ def _epilogue_box_writer(out_kind, has_beta, epi, j):
                 if has_beta:
                     body += [f"v0 += beta * unpack(old[{q}])",
                              f"v1 += beta * unpack(old[{q}], True)"]
-                body += [f"v0 = APPLY(v0, r + {8 * (q & 1)}, c + {8 * t}, m, n, ep)",
-                         f"v1 = APPLY(v1, r + {8 * (q & 1)}, c + {8 * t + 1}, m, n, ep)",
+                got0, got1 = ("v0, x0", "v1, x1") if aux else ("v0", "v1")
+                body += [f"{got0} = APPLY(v0, r + {8 * (q & 1)}, c + {8 * t}, m, n, ep)",
+                         f"{got1} = APPLY(v1, r + {8 * (q & 1)}, c + {8 * t + 1}, m, n, ep)",
                          f"words[{q}] = pack(v0, v1)"]
+                if aux:
+                    body.append(f"xwords[{q}] = pack(x0, x1)")
             body.append("warp.stmatrix(smem8, soff, words, 4)")
+            if aux:
+                body.append(f"warp.stmatrix(smem8, soff + {aux_delta}, xwords, 4)")
     else:
         body += ["g = lane >> 2", "t = lane & 3"]
         for q in range(4):
@@ -151,14 +159,20 @@ def _epilogue_box_writer(out_kind, has_beta, epi, j):
                          f"v0 = alpha * acc[{i}]", f"v1 = alpha * acc[{i + 1}]"]
                 if has_beta:
                     body += ["v0 += beta * dynf[f]", "v1 += beta * dynf[f + 1]"]
-                body += [f"v0 = APPLY(v0, r + {8 * h}, c + {8 * (j * 4 + q)}, m, n, ep)",
-                         f"v1 = APPLY(v1, r + {8 * h}, c + {8 * (j * 4 + q) + 1}, m, n, ep)",
+                got0, got1 = ("v0, x0", "v1, x1") if aux else ("v0", "v1")
+                body += [f"{got0} = APPLY(v0, r + {8 * h}, c + {8 * (j * 4 + q)}, m, n, ep)",
+                         f"{got1} = APPLY(v1, r + {8 * h}, c + {8 * (j * 4 + q) + 1}, m, n, ep)",
                          "dynf[f] = v0", "dynf[f + 1] = v1"]
+                if aux:
+                    body += [f"dynf[f + {aux_delta // 4}] = x0",
+                             f"dynf[f + {aux_delta // 4 + 1}] = x1"]
     cols = (j + 1) * box_columns(out_kind)          # the box's columns end col0 + cols
     src = ["def write_box(acc, smem8, dynf, fbase, off, j, lane, alpha, beta, words, old, "
            "crow, col0, m, n, ep):",
            "    r = crow + (lane >> 2)",            # lane's rows: r, r + 8
            "    c = col0 + 2 * (lane & 3)"]         # its columns of n8 tile t: c + 8 t (+ 1)
+    if aux and out16:
+        src.append("    xwords = cuda.local.array(4, np.uint32)")
     lines, names = epilogue_branches(epi, f"crow + {SLAB_ROWS} <= m and col0 + {cols} <= n",
                                      body)
     return generated_device("write_box", src + lines, {**env, **names})
@@ -169,10 +183,14 @@ def slab_epilogue(bn, out_kind, has_beta, epi=None):
     """One block per tile: slab ``w`` (rows ``row0 + 16 w..``) of a ``bn``-wide tile, in the
     ring at ``w * SLAB_BYTES``. ``load_old_slab`` (``beta``: its old C by TMA, lane 0),
     ``write_slab`` (``alpha * acc`` + ``beta`` times the old C once landed, then the user's
-    ``epi`` with arguments ``ep``) and ``store_slab`` (lane 0; boxes past N skipped)."""
+    ``epi`` with arguments ``ep``) and ``store_slab`` (lane 0; boxes past N skipped). With
+    ``epi.aux`` the auxiliary output's slabs follow the ``CONSUMER_WARPS`` slabs of C in the
+    ring (:func:`.config.smem_bytes` counts both)."""
     C_COLS = box_columns(out_kind)
     C_BOXES = bn // C_COLS
     SLAB_BYTES = C_BOXES * C_BOX_BYTES
+    AUX = epi is not None and epi.aux
+    AUX_DELTA = CONSUMER_WARPS * SLAB_BYTES      # (an auxiliary slab after C's slabs)
     write_box = box_writer(out_kind, has_beta)
 
     @inline_device
@@ -185,7 +203,8 @@ def slab_epilogue(bn, out_kind, has_beta, epi=None):
                          (crow, col0 + j * C_COLS), cbar[w:])
 
     if epi is not None:         # (each box's writer called by name: box_writer)
-        env = {f"write_{j}": box_writer(out_kind, has_beta, epi, j) for j in range(C_BOXES)}
+        env = {f"write_{j}": box_writer(out_kind, has_beta, epi, j, AUX_DELTA)
+               for j in range(C_BOXES)}
         write_epilogue_slab = generated_device("write_slab", [
             "def write_slab(acc, smem8, dynf, fbase, off, lane, alpha, beta, words, old, crow, "
             "col0, m, n, ep):"] + [
@@ -208,31 +227,38 @@ def slab_epilogue(bn, out_kind, has_beta, epi=None):
                           lane, alpha, beta, words, old, crow, col0, m, n, ep)
 
     @inline_device
-    def store_slab(c_map, tiles, w, lane, row0, col0, m, n):
+    def store_slab(c_map, tiles, w, lane, row0, col0, m, n, ep):
         crow = row0 + w * SLAB_ROWS
         if lane == 0 and crow < m:
             for j in range(C_BOXES):
                 if col0 + j * C_COLS < n:
                     tma.store(c_map, (crow, col0 + j * C_COLS), tiles[w * SLAB_BYTES
                                                                      + j * C_BOX_BYTES:])
+                    if AUX:
+                        tma.store(ep[AUX_MAP], (crow, col0 + j * C_COLS),
+                                  tiles[AUX_DELTA + w * SLAB_BYTES + j * C_BOX_BYTES:])
 
     return Parts(load_old_slab=load_old_slab, write_slab=write_slab, store_slab=store_slab)
 
 
 @functools.cache
-def _box_storer(write_box, c_cols, nbuf, has_beta):
+def _box_storer(write_box, c_cols, nbuf, has_beta, aux=False):
     """``store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha, beta,
     words, old, boxes, loads, j, ep)``: box ``j`` of a warp's 16 rows of C (from row ``crow``)
     written by ``write_box`` into the next of its ``nbuf`` staging boxes and stored (with
-    ``beta``, its old C loaded first); returns the counts of boxes staged and C boxes loaded."""
-    STORES_IN_FLIGHT = nbuf - 1                 # a warp's stores that may still read
+    ``beta``, its old C loaded first); returns the counts of boxes staged and C boxes loaded.
+    ``aux``: each box of C takes two staging boxes, C's and the auxiliary output's after it
+    (``write_box``'s ``aux_delta`` is ``C_BOX_BYTES``), stored in one bulk group."""
+    PER = 2 if aux else 1
+    SLOTS = nbuf // PER                         # (the caller makes it at least 1)
+    STORES_IN_FLIGHT = SLOTS - 1                # a warp's store groups that may still read
 
     @inline_device
     def store_box(acc, dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha, beta,
                   words, old, boxes, loads, j, ep):
         ccol = col0 + j * c_cols
         inside = crow < m and ccol < n
-        off = stage + (boxes & (nbuf - 1)) * C_BOX_BYTES
+        off = stage + (boxes & (SLOTS - 1)) * (PER * C_BOX_BYTES)
         boxes += 1
         if lane == 0:
             tma.wait_group_read(STORES_IN_FLIGHT)   # this buffer's last store read it
@@ -250,6 +276,8 @@ def _box_storer(write_box, c_cols, nbuf, has_beta):
         if lane == 0:
             if inside:
                 tma.store(c_map, (crow, ccol), dyn8[off:])
+                if aux:
+                    tma.store(ep[AUX_MAP], (crow, ccol), dyn8[off + C_BOX_BYTES:])
             tma.commit_group()          # (empty when outside: keeps the count)
         return boxes, loads
     return store_box
@@ -258,8 +286,11 @@ def _box_storer(write_box, c_cols, nbuf, has_beta):
 @functools.cache
 def _epilogue_store_tile(out_kind, has_beta, nbuf, tm, halves, whole, epi, c_boxes):
     # staged_epilogue's store_tile with a user epilogue: each box's store called by name.
-    env = {f"store_{j}": _box_storer(box_writer(out_kind, has_beta, epi, j),
-                                     box_columns(out_kind), nbuf, has_beta)
+    if epi.aux and nbuf < 2:
+        raise ValueError(f"an epilogue with an auxiliary output (aux=) stages C and it in two "
+                         f"boxes per warp: the config's c_buffers must be 2 or 4; got {nbuf}")
+    env = {f"store_{j}": _box_storer(box_writer(out_kind, has_beta, epi, j, C_BOX_BYTES),
+                                     box_columns(out_kind), nbuf, has_beta, epi.aux)
            for j in range(c_boxes)}
     args = ("dyn8, dynf, c_map, cbar, stage, cw, lane, crow, col0, m, n, alpha, beta, words, "
             "old, boxes, loads")

@@ -28,15 +28,15 @@ from .scheduler import grid_size, tile_counts
 from .user_epilogue import stable
 
 __all__ = ["LaunchPlan", "kernel_variants", "kernel_for", "sm_count", "dependent_launches",
-           "IN_KINDS", "OUT_KINDS", "ARGTYPES"]
+           "output_map", "IN_KINDS", "OUT_KINDS", "ARGTYPES", "MAP_TYPE"]
 
 IN_KINDS = ("f16", "bf16")
 OUT_KINDS = ("f16", "bf16", "f32")
 
 #: The GEMM kernels' parameters (``config.SIGNATURE``): the A, B and C tensor maps, M, N, K, the
 #: tile rows and columns, alpha and beta; a config's ``extra_argtypes`` follow.
-ARGTYPES = ((types.Array(types.uint64, 1, "C"),) * 3 + (types.int64,) * 5
-            + (types.float32,) * 2)
+MAP_TYPE = types.Array(types.uint64, 1, "C")     # a tensor map's device copy
+ARGTYPES = (MAP_TYPE,) * 3 + (types.int64,) * 5 + (types.float32,) * 2
 _ALPHA, _BETA = 8, 9            # their argument positions
 #: ... and with fp8 scales (``KernelSpec.scale``), the two float32 scale arrays (any strides).
 SCALE_ARGTYPES = (types.Array(types.float32, 2, "A"),) * 2
@@ -68,7 +68,8 @@ def _smem(cfg, spec):
     item = 4 if spec.out_kind == "f32" else 2
     if isinstance(cfg, GemmConfig):
         return mma_sync_smem(cfg, item)
-    return smem_bytes(cfg, item, block=spec.scale == "block")
+    return smem_bytes(cfg, item, block=spec.scale == "block",
+                      aux=spec.epilogue is not None and spec.epilogue.aux)
 
 
 @functools.cache
@@ -150,10 +151,16 @@ def _maps(plan, cfg, ctx):
     else:
         a_map = b_map = descriptor_map(_placeholder(ctx), (w, w), 128)
     if mma_sync:            # one warp's 64 x 64 (16-bit) or 64 x 32 (f32) box
-        c_box = (w, box_columns(plan.out_kind))
-    else:                   # one consumer warp's 16-row box
-        c_box = (SLAB_ROWS, box_columns(plan.out_kind))
-    return a_map, b_map, descriptor_map(plan.out, c_box, 128)
+        c_map = descriptor_map(plan.out, (w, box_columns(plan.out_kind)), 128)
+    else:
+        c_map = output_map(plan.out, plan.out_kind)
+    return a_map, b_map, c_map
+
+
+def output_map(view, out_kind):
+    """The tensor map a wgmma kernel stores an M x N output through (C, or a user epilogue's
+    auxiliary output of C's dtype): one consumer warp's 16-row, 128-byte-wide box."""
+    return descriptor_map(view, (SLAB_ROWS, box_columns(out_kind)), 128)
 
 
 class LaunchPlan:

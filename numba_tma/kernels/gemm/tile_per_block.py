@@ -110,9 +110,9 @@ def kernel(cfg, spec):
                        beta, ep)
         fence.proxy_async_shared()
         cuda.syncwarp()
-        store_slab(c_map, tiles, cw, lane, row0, col0, m, n)
+        store_slab(c_map, tiles, cw, lane, row0, col0, m, n, ep)
         if ONE:
-            store_slab(c_map, tiles, cw + 4, lane, row0, col0, m, n)
+            store_slab(c_map, tiles, cw + 4, lane, row0, col0, m, n, ep)
         if lane == 0:
             tma.commit_group()
             tma.wait_group_read(0)

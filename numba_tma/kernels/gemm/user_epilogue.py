@@ -6,12 +6,17 @@ times the old C when given), its row and column in C (int64) and the call's ``ep
 (device arrays and scalars, as numba types them), and returns the value to store (any number;
 cast to float32, then to C's dtype). It is compiled into the kernel (inlined: no call, no
 stack) and runs only for elements inside the M x N matrix, so it may index vectors of M or N
-without bounds checks. It may also write other arrays (an auxiliary output such as the
-pre-activation: ``aux[row, col] = x``).
+without bounds checks. It may also write other arrays itself (one store per element).
 
-:class:`EpilogueFn` is what a kernel's :class:`~.config.KernelSpec` carries: the function and
-its arguments' numba types (hashable, so it keys the kernel caches; the disk cache keys it by
-the function's bytecode and captured values, :func:`stable`).
+The auxiliary-output form (``matmul(..., aux=x)``): ``fn`` returns a pair, the value to store
+in C and the value to store in ``x`` (an M x N array of C's dtype, such as the pre-activation
+the backward pass needs), and the kernel stores both through its staging boxes and TMA: the
+auxiliary output's tensor map is then the kernel's first epilogue argument (:data:`AUX_MAP`).
+
+:class:`EpilogueFn` is what a kernel's :class:`~.config.KernelSpec` carries: the function, the
+numba types of the arguments the kernel takes for it and whether it has the auxiliary output
+(hashable, so it keys the kernel caches; the disk cache keys it by the function's bytecode and
+captured values, :func:`stable`).
 """
 
 import functools
@@ -22,15 +27,22 @@ import numpy as np
 
 from ..._bridge import generated_device, inline_device
 
-__all__ = ["EpilogueFn", "element_epilogue", "stable"]
+__all__ = ["EpilogueFn", "AUX_MAP", "element_epilogue", "stable"]
+
+#: The kernel's epilogue argument that is the auxiliary output's tensor map (``aux=``), before
+#: the user's own.
+AUX_MAP = 0
 
 
 class EpilogueFn(typing.NamedTuple):
-    """A user epilogue as a kernel sees it: ``fn``, the ``@cuda.jit(device=True)`` dispatcher,
-    and ``argtypes``, the numba types of its ``epilogue_args``."""
+    """A user epilogue as a kernel sees it: ``fn``, the ``@cuda.jit(device=True)`` dispatcher;
+    ``argtypes``, the numba types of the kernel's epilogue arguments (``epilogue_args``',
+    after the auxiliary output's tensor map when ``aux``); ``aux``: ``fn`` returns a pair,
+    C's value and the auxiliary output's."""
 
     fn: object
     argtypes: tuple
+    aux: bool = False
 
     @property
     def name(self):
@@ -39,10 +51,10 @@ class EpilogueFn(typing.NamedTuple):
         return getattr(py, "__qualname__", repr(py))
 
 
-def _spread(user, nargs):
-    """``call(v, row, col, args)`` -> ``user(v, row, col, args[0], ..., args[nargs - 1])``,
+def _spread(user, first, nargs):
+    """``call(v, row, col, args)`` -> ``user(v, row, col, args[first], ..., args[nargs - 1])``,
     written out: numba-cuda-mlir cannot call a closure with ``*args``."""
-    spread = "".join(f", args[{i}]" for i in range(nargs))
+    spread = "".join(f", args[{i}]" for i in range(first, nargs))
     return generated_device("call", ["def call(v, row, col, args):",
                                      f"    return user(v, row, col{spread})"], {"user": user})
 
@@ -53,9 +65,24 @@ def element_epilogue(epi):
     ``epi.fn(v, row, col, *args)`` where ``row < m`` and ``col < n``, else ``v`` (a box's
     elements past C's edge are never stored); ``apply_inside(v, row, col, m, n, args)`` the
     same for an element known to be inside, without the test (the writers take it for whole
-    boxes inside C: no branch around each element, so their loads issue together)."""
+    boxes inside C: no branch around each element, so their loads issue together). With
+    ``epi.aux`` each returns the pair (C's value, the auxiliary output's) as float32."""
     # (the user's code, forceinlined into the kernel)
-    call = _spread(inline_device(epi.fn.py_func), len(epi.argtypes))
+    call = _spread(inline_device(epi.fn.py_func), AUX_MAP + 1 if epi.aux else 0,
+                   len(epi.argtypes))
+    if epi.aux:
+        @inline_device
+        def apply_pair(v, row, col, m, n, args):
+            if row < m and col < n:
+                y, x = call(v, row, col, args)
+                return np.float32(y), np.float32(x)
+            return v, v
+
+        @inline_device
+        def apply_pair_inside(v, row, col, m, n, args):
+            y, x = call(v, row, col, args)
+            return np.float32(y), np.float32(x)
+        return apply_pair, apply_pair_inside
 
     @inline_device
     def apply(v, row, col, m, n, args):
