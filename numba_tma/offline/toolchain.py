@@ -53,6 +53,18 @@ class _TargetDevice:
         return f"<offline target device cc={self.compute_capability}>"
 
 
+def _front_end_cc(cc):
+    """numba-cuda-mlir's own question for the GPU's cc (``tools.resolve_gpu_target``), answered
+    ``cc`` too (its compile_ptx, which typing a user epilogue runs, asks it)."""
+    from .. import _frontend
+
+    if _frontend.NAME == "numba-cuda-mlir":
+        from .._frontend_mlir import _target_cc
+
+        return _target_cc(cc)
+    return contextlib.nullcontext()
+
+
 @contextlib.contextmanager
 def target_device(cc):
     """Make numba believe the current device has compute capability ``cc``, compile each
@@ -94,7 +106,7 @@ def target_device(cc):
         (_compiler, "nvrtc", _MemoNVRTC),
         (_compiler, "LinkableCode", RecordingLinkableCode)) if hasattr(m, name)]
     linkable_code = getattr(_compiler, "LinkableCode", None)
-    with _LOCK, global_compiler_lock:
+    with _LOCK, global_compiler_lock, _front_end_cc(cc):
         saved = [(m, name, getattr(m, name)) for m, name, _ in patches]
         try:
             for m, name, value in patches:
