@@ -454,3 +454,41 @@ def _patch_alias_analysis():
 
 
 _patch_alias_analysis()
+
+
+def _patch_range_next():
+    """A ``for`` over a range whose bounds are known only at run time advances its iterator by
+    selects on the iteration's validity (``lowering_utilities.RangeObject.next``: ``count =
+    valid ? count - 1 : count``, ``iter = valid ? iter + step : iter``), where numba-cuda
+    advances it in the branch taken when valid. LLVM does not see through the selects: the
+    loop index stays a select on a 64-bit compare, and ptxas computes it per thread and moves
+    it to a uniform register (``R2UR``) inside the next wgmma group (the one-block-per-tile
+    GEMM's consumer loop). Advance it unconditionally: once the count is spent the loop exits
+    and reads neither again."""
+    from numba_cuda_mlir import lowering_utilities as lu
+    from numba_cuda_mlir._mlir.dialects import arith, memref
+    from numba_cuda_mlir._mlir.extras import types as T
+
+    RangeObject = lu.RangeObject
+    if getattr(RangeObject.next, "_numba_tma_patched", False):
+        return
+
+    def next(self):
+        int_type = self._memref.type.element_type
+        count, value = self.count, self.iter
+        is_valid = arith.cmpi(predicate=arith.CmpIPredicate.sgt, lhs=count,
+                              rhs=lu.int_of(0, int_type))
+        memref.store(arith.subi(lhs=count, rhs=lu.int_of(1, int_type)), self._memref,
+                     [lu.index_of(3)])
+        memref.store(arith.addi(lhs=value, rhs=self.step), self._memref, [lu.index_of(4)])
+        result = memref.alloca(memref=T.memref(2, int_type), dynamic_sizes=[],
+                               symbol_operands=[])
+        memref.store(value, result, [lu.index_of(0)])
+        memref.store(lu.convert(is_valid, int_type), result, [lu.index_of(1)])
+        return result
+
+    next._numba_tma_patched = True
+    RangeObject.next = next
+
+
+_patch_range_next()
