@@ -492,3 +492,57 @@ def _patch_range_next():
 
 
 _patch_range_next()
+
+
+def _patch_entry_allocas():
+    """Device functions are inlined in MLIR (its ``inline`` pass), which leaves a callee's
+    allocas where the call was, outside the caller's entry block; numba-cuda puts every
+    ``cuda.local.array`` in the entry block. LLVM's SROA promotes only entry-block allocas, so
+    an accumulator array allocated in an inlined function stays in local memory wherever the
+    optimizer's other passes cannot remove each of its loads and stores (the stream-K GEMM:
+    its 64 accumulators on the stack, 256 B). Before code generation, move each alloca of a
+    constant size into its function's entry block."""
+    from numba_cuda_mlir import mlir_optimization
+    from numba_cuda_mlir._mlir import ir
+
+    original = mlir_optimization.run_pre_codegen_patterns
+    if getattr(original, "_numba_tma_patched", False):
+        return
+
+    def functions(op):
+        if op.name == "llvm.func":
+            yield op
+            return
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    yield from functions(child.operation)
+
+    def hoist(func):
+        blocks = list(func.regions[0].blocks) if func.regions else []
+        if len(blocks) < 2:
+            return
+        first = blocks[0].operations[0].operation
+        for block in blocks[1:]:
+            for op in list(block.operations):
+                op = op.operation
+                if op.name != "llvm.alloca":
+                    continue
+                size = op.operands[0]
+                owner = size.owner         # (a Block for a block argument)
+                if isinstance(owner, ir.Block) or owner.name != "llvm.mlir.constant":
+                    continue
+                constant = owner.operation.clone(ip=ir.InsertionPoint(first))
+                op.replace_uses_of_with(size, constant.result)
+                op.move_before(first)
+
+    def run_pre_codegen_patterns(module):
+        original(module)
+        for func in functions(module.operation):
+            hoist(func)
+
+    run_pre_codegen_patterns._numba_tma_patched = True
+    mlir_optimization.run_pre_codegen_patterns = run_pre_codegen_patterns
+
+
+_patch_entry_allocas()
