@@ -546,3 +546,55 @@ def _patch_entry_allocas():
 
 
 _patch_entry_allocas()
+
+
+def _patch_contiguous_indexing():
+    """Every array is a memref with dynamic strides, and an element's address is computed with
+    its descriptor's run-time stride even where the array's type is C-contiguous, whose last
+    stride is one element (numba-cuda addresses a C array from its shape alone): a 64-bit
+    multiply per access, which put transpose_v6's persistent kernel over its 48 registers (32
+    B of spills). Index such arrays through a view whose last stride is the constant 1 (a
+    dimension of one element, whose stride numpy leaves free, is only ever indexed at 0)."""
+    from numba_cuda_mlir import lowering_utilities as lu
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir._mlir.dialects import memref
+
+    load, store = lu.array_element_value_load, lu.array_element_value_store
+    if getattr(load, "_numba_tma_patched", False):
+        return
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+
+    def unit_stride(array_type, array):
+        if getattr(array_type, "layout", None) != "C":
+            return array
+        mrt = ir.MemRefType(array.type)
+        if mrt.rank == 0:
+            return array
+        static_strides, static_offset = mrt.get_strides_and_offset()
+        static_strides = list(static_strides)
+        if static_strides[-1] != dynamic:
+            return array
+        md = memref.extract_strided_metadata(array)
+        rank = mrt.rank
+        sizes = [s for s, n in zip(md[2:2 + rank], mrt.shape)
+                 if n == ir.ShapedType.get_dynamic_size()]
+        strides = [s for s, n in zip(md[2 + rank:2 + 2 * rank], static_strides) if n == dynamic]
+        strides[-1] = lu.index_of(1)
+        offsets = [md[1]] if static_offset == dynamic else []
+        return memref.reinterpret_cast(array.type, array, offsets=offsets, sizes=sizes,
+                                       strides=strides, static_offsets=[static_offset],
+                                       static_sizes=list(mrt.shape),
+                                       static_strides=static_strides)
+
+    def array_element_value_load(array_type, array, indices, **kwargs):
+        return load(array_type, unit_stride(array_type, array), indices, **kwargs)
+
+    def array_element_value_store(array_type, array, indices, value, **kwargs):
+        return store(array_type, unit_stride(array_type, array), indices, value, **kwargs)
+
+    array_element_value_load._numba_tma_patched = True
+    lu.array_element_value_load = array_element_value_load
+    lu.array_element_value_store = array_element_value_store
+
+
+_patch_contiguous_indexing()
