@@ -454,3 +454,147 @@ def _patch_alias_analysis():
 
 
 _patch_alias_analysis()
+
+
+def _patch_range_next():
+    """A ``for`` over a range whose bounds are known only at run time advances its iterator by
+    selects on the iteration's validity (``lowering_utilities.RangeObject.next``: ``count =
+    valid ? count - 1 : count``, ``iter = valid ? iter + step : iter``), where numba-cuda
+    advances it in the branch taken when valid. LLVM does not see through the selects: the
+    loop index stays a select on a 64-bit compare, and ptxas computes it per thread and moves
+    it to a uniform register (``R2UR``) inside the next wgmma group (the one-block-per-tile
+    GEMM's consumer loop). Advance it unconditionally: once the count is spent the loop exits
+    and reads neither again."""
+    from numba_cuda_mlir import lowering_utilities as lu
+    from numba_cuda_mlir._mlir.dialects import arith, memref
+    from numba_cuda_mlir._mlir.extras import types as T
+
+    RangeObject = lu.RangeObject
+    if getattr(RangeObject.next, "_numba_tma_patched", False):
+        return
+
+    def next(self):
+        int_type = self._memref.type.element_type
+        count, value = self.count, self.iter
+        is_valid = arith.cmpi(predicate=arith.CmpIPredicate.sgt, lhs=count,
+                              rhs=lu.int_of(0, int_type))
+        memref.store(arith.subi(lhs=count, rhs=lu.int_of(1, int_type)), self._memref,
+                     [lu.index_of(3)])
+        memref.store(arith.addi(lhs=value, rhs=self.step), self._memref, [lu.index_of(4)])
+        result = memref.alloca(memref=T.memref(2, int_type), dynamic_sizes=[],
+                               symbol_operands=[])
+        memref.store(value, result, [lu.index_of(0)])
+        memref.store(lu.convert(is_valid, int_type), result, [lu.index_of(1)])
+        return result
+
+    next._numba_tma_patched = True
+    RangeObject.next = next
+
+
+_patch_range_next()
+
+
+def _patch_entry_allocas():
+    """Device functions are inlined in MLIR (its ``inline`` pass), which leaves a callee's
+    allocas where the call was, outside the caller's entry block; numba-cuda puts every
+    ``cuda.local.array`` in the entry block. LLVM's SROA promotes only entry-block allocas, so
+    an accumulator array allocated in an inlined function stays in local memory wherever the
+    optimizer's other passes cannot remove each of its loads and stores (the stream-K GEMM:
+    its 64 accumulators on the stack, 256 B). Before code generation, move each alloca of a
+    constant size into its function's entry block."""
+    from numba_cuda_mlir import mlir_optimization
+    from numba_cuda_mlir._mlir import ir
+
+    original = mlir_optimization.run_pre_codegen_patterns
+    if getattr(original, "_numba_tma_patched", False):
+        return
+
+    def functions(op):
+        if op.name == "llvm.func":
+            yield op
+            return
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    yield from functions(child.operation)
+
+    def hoist(func):
+        blocks = list(func.regions[0].blocks) if func.regions else []
+        if len(blocks) < 2:
+            return
+        first = blocks[0].operations[0].operation
+        for block in blocks[1:]:
+            for op in list(block.operations):
+                op = op.operation
+                if op.name != "llvm.alloca":
+                    continue
+                size = op.operands[0]
+                owner = size.owner         # (a Block for a block argument)
+                if isinstance(owner, ir.Block) or owner.name != "llvm.mlir.constant":
+                    continue
+                constant = owner.operation.clone(ip=ir.InsertionPoint(first))
+                op.replace_uses_of_with(size, constant.result)
+                op.move_before(first)
+
+    def run_pre_codegen_patterns(module):
+        original(module)
+        for func in functions(module.operation):
+            hoist(func)
+
+    run_pre_codegen_patterns._numba_tma_patched = True
+    mlir_optimization.run_pre_codegen_patterns = run_pre_codegen_patterns
+
+
+_patch_entry_allocas()
+
+
+def _patch_contiguous_indexing():
+    """Every array is a memref with dynamic strides, and an element's address is computed with
+    its descriptor's run-time stride even where the array's type is C-contiguous, whose last
+    stride is one element (numba-cuda addresses a C array from its shape alone): a 64-bit
+    multiply per access, which put transpose_v6's persistent kernel over its 48 registers (32
+    B of spills). Index such arrays through a view whose last stride is the constant 1 (a
+    dimension of one element, whose stride numpy leaves free, is only ever indexed at 0)."""
+    from numba_cuda_mlir import lowering_utilities as lu
+    from numba_cuda_mlir._mlir import ir
+    from numba_cuda_mlir._mlir.dialects import memref
+
+    load, store = lu.array_element_value_load, lu.array_element_value_store
+    if getattr(load, "_numba_tma_patched", False):
+        return
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+
+    def unit_stride(array_type, array):
+        if getattr(array_type, "layout", None) != "C":
+            return array
+        mrt = ir.MemRefType(array.type)
+        if mrt.rank == 0:
+            return array
+        static_strides, static_offset = mrt.get_strides_and_offset()
+        static_strides = list(static_strides)
+        if static_strides[-1] != dynamic:
+            return array
+        md = memref.extract_strided_metadata(array)
+        rank = mrt.rank
+        sizes = [s for s, n in zip(md[2:2 + rank], mrt.shape)
+                 if n == ir.ShapedType.get_dynamic_size()]
+        strides = [s for s, n in zip(md[2 + rank:2 + 2 * rank], static_strides) if n == dynamic]
+        strides[-1] = lu.index_of(1)
+        offsets = [md[1]] if static_offset == dynamic else []
+        return memref.reinterpret_cast(array.type, array, offsets=offsets, sizes=sizes,
+                                       strides=strides, static_offsets=[static_offset],
+                                       static_sizes=list(mrt.shape),
+                                       static_strides=static_strides)
+
+    def array_element_value_load(array_type, array, indices, **kwargs):
+        return load(array_type, unit_stride(array_type, array), indices, **kwargs)
+
+    def array_element_value_store(array_type, array, indices, value, **kwargs):
+        return store(array_type, unit_stride(array_type, array), indices, value, **kwargs)
+
+    array_element_value_load._numba_tma_patched = True
+    lu.array_element_value_load = array_element_value_load
+    lu.array_element_value_store = array_element_value_store
+
+
+_patch_contiguous_indexing()

@@ -1,5 +1,5 @@
-"""Front-end defects met on the GPU, each pinned offline by a minimal kernel's machine code, with
-numba_tma's workaround in place (docs/front_ends.md lists them). These hold on both front ends.
+"""Front-end defects, each pinned offline by a minimal kernel's machine code, with numba_tma's
+workaround in place (docs/front_ends.md lists them). These hold on both front ends.
 
 numba-cuda-mlir 0.6.0 dropped the stores a user epilogue makes to an array of its arguments
 (the pre-activation ``pre[row, col] = x``, as ``bias_gelu_aux`` wrote it before the
@@ -80,3 +80,18 @@ def test_every_auxiliary_store_of_a_box_is_kept():
                   np.float32(0.0), words, old, 0, 0, m, n, (b, pre))
 
     assert compiled(box).count("STG") == 64
+
+
+@offline
+def test_a_contiguous_array_is_indexed_without_its_stride():
+    # An element of a C-contiguous array is 4 bytes times its index from the data, on either
+    # front end. numba-cuda-mlir 0.6.0 multiplied the index by the memref descriptor's run-time
+    # stride (a 64-bit multiply per access; transpose_v6's persistent kernel spilled 32 B
+    # under its 48 registers): _frontend_mlir._patch_contiguous_indexing.
+    from numba_tma.offline import compile_kernel
+
+    def copy(src, dst, i):
+        dst[i] = src[i + 1]
+
+    kb = compile_kernel(copy, (F32V, F32V, types.int64))
+    assert "mul.lo.s64" not in kb.ptx and "mul.wide" not in kb.ptx
