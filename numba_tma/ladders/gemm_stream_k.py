@@ -22,7 +22,7 @@ import threading
 import numpy as np
 
 from .._frontend import cuda, types
-from .._bridge import inline_device, tail
+from .._bridge import inline_device
 from .. import barrier, intmath, mbarrier, wgmma
 from ..launch import is_capturing
 from ..kernels.gemm.config import BM, CONSUMER_THREADS, SIGNATURE, KernelSpec, WgmmaConfig
@@ -215,9 +215,8 @@ def _kernel(cfg, spec):
                 cuda.threadfence()
             cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
             barrier.sync(FIXUP_BARRIER, CT)
-            part = tail(ws, p * PART + ct)
             for i in range(NACC):
-                acc[i] += part[i * CT]
+                acc[i] += ws[p * PART + i * CT + ct]
             p += 1
         wgmma.fence_operand(acc, NACC)
 
@@ -255,9 +254,8 @@ def _kernel(cfg, spec):
                                           loads, ep)
             else:
                 # A partial (this share starts inside the tile): to the block's slot.
-                part = tail(ws, cid * PART + ct)
                 for i in range(NACC):
-                    part[i * CT] = acc[i]
+                    ws[cid * PART + i * CT + ct] = acc[i]
                 cuda.threadfence()
                 barrier.sync(FIXUP_BARRIER, CT)
                 if ct == 0:
