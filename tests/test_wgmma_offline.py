@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from numba_tma._frontend import cuda, errors
+from numba_tma._frontend import NAME, cuda, errors
 from numba_tma import swizzle, wgmma
 from numba_tma._bridge import PTX_DIR
 from numba_tma.kernels.gemm import GemmConfig, KernelSpec, WgmmaConfig, choose, scheduler
@@ -278,6 +278,9 @@ def test_gemm_sass(case, gemm_binaries):
     *args, bn, kw = case
     cfg = gemm_config(bn, kw)
     stream_k = isinstance(cfg, StreamKConfig)
+    if stream_k and NAME == "numba-cuda-mlir":
+        pytest.skip("the stream-K ladder spills its workspace addresses on numba-cuda-mlir "
+                    "(docs/front_ends.md, 'Not yet on numba-cuda-mlir')")
     kb = take(gemm_binaries, case)
     check_clean(kb)
     assert wgmma.check_wgmma_link_log(kb.info_log) == []
