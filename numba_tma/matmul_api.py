@@ -197,28 +197,30 @@ def check_matmul(a, b, out=None, config=None):
     return _Checked(a_row, b_row, o_row, in_kind, out_kind, m, n, k, ragged, config)
 
 
-def check_out_layout(oo, oa, ob, m, n):
-    """``out`` (an Operand) has the (M, N) shape of ``a @ b`` and is row-major; returns whether
-    it is row-major (a single row or column counts)."""
+def check_out_layout(oo, oa, ob, m, n, argname="out"):
+    """``out`` (an Operand; or another M x N output named ``argname``) has the (M, N) shape of
+    ``a @ b`` and is row-major; returns whether it is row-major (a single row or column
+    counts)."""
     if oo.shape != (m, n):
-        raise ValueError(f"out must have shape ({m}, {n}) for a {oa.shape} @ b "
+        raise ValueError(f"{argname} must have shape ({m}, {n}) for a {oa.shape} @ b "
                          f"{ob.shape}; got {oo.shape}")
-    o_row, _ = _matrix(oo, "out", prefer_row=True)
+    o_row, _ = _matrix(oo, argname, prefer_row=True)
     if not o_row and m > 1 and n > 1:
-        raise ValueError("out must be row-major (C-contiguous); got a column-major array")
+        raise ValueError(f"{argname} must be row-major (C-contiguous); got a column-major "
+                         f"array")
     return o_row
 
 
-def check_out_placement(oo, oa, ob, m, n):
-    """``out``'s rows suit TMA and it overlaps neither ``a`` nor ``b`` (after
-    :func:`check_out_layout`, so its storage is (M, N))."""
+def check_out_placement(oo, oa, ob, m, n, argname="out"):
+    """``out``'s (or output ``argname``'s) rows suit TMA and it overlaps neither ``a`` nor
+    ``b`` (after :func:`check_out_layout`, so its storage is (M, N))."""
     if m and n:
-        _check_tma(oo, (m, n), "out", "row-major")
+        _check_tma(oo, (m, n), argname, "row-major")
     lo, hi = _span(oo)
     for name, op in (("a", oa), ("b", ob)):
         vlo, vhi = _span(op)
         if op.size and oo.size and vlo < hi and lo < vhi:
-            raise ValueError(f"out overlaps {name}; matmul cannot run in place")
+            raise ValueError(f"{argname} overlaps {name}; matmul cannot run in place")
 
 
 def plan_matmul(a, b, out, config=None):

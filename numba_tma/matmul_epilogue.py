@@ -18,9 +18,8 @@ import numbers
 import numpy as np
 
 from ._frontend import cuda, from_dtype, types
-from ._arrays import InterfaceView
+from ._arrays import InterfaceView, numba_view
 from ._calls import BoundedCache, call_stream, operand_key
-from ._arrays import numba_view
 from ._device import require_hopper
 from .kernels.gemm import GemmConfig
 from .kernels.gemm.plan import MAP_TYPE, output_map
@@ -162,29 +161,25 @@ def check_epilogue(epilogue, epilogue_args, m, n, aux=False):
 
 
 def check_aux(aux, a, b, out):
-    """The auxiliary output ``aux`` (an Operand after the checks): ``out``'s dtype and (M, N)
-    shape, row-major, TMA-aligned, on ``a``'s device, overlapping none of ``a``, ``b``,
-    ``out``."""
-    from .matmul_api import _OUT_KINDS, _check_tma, _dtype_label, _kind, _matrix, _span
+    """The auxiliary output ``aux`` (an Operand after the checks): ``out``'s dtype, and the
+    checks of an output (:func:`.matmul_api.check_out_layout`, ``check_out_placement``: the
+    (M, N) shape, row-major, TMA-aligned, overlapping neither ``a`` nor ``b``), on ``a``'s
+    device, not overlapping ``out``."""
+    from .matmul_api import (_OUT_KINDS, _dtype_label, _kind, _span, check_out_layout,
+                             check_out_placement)
 
     ox = read_operand(aux, "aux", writable=True)
     check_device(ox, "aux", first="a")
     if _kind(aux, "aux", _OUT_KINDS) != _kind(out, "out", _OUT_KINDS):
         raise TypeError(f"aux must have out's dtype ({_dtype_label(out)}): it is stored "
                         f"through C's boxes; got {_dtype_label(aux)}")
-    m, n = int(out.shape[0]), int(out.shape[1])
-    if tuple(ox.shape) != (m, n):
-        raise ValueError(f"aux must have out's shape ({m}, {n}); got {tuple(ox.shape)}")
-    row, _ = _matrix(ox, "aux", prefer_row=True)
-    if not row and m > 1 and n > 1:
-        raise ValueError("aux must be row-major (C-contiguous); got a column-major array")
-    if m and n:
-        _check_tma(ox, (m, n), "aux", "row-major")
-    lo, hi = _span(ox)
-    for name, array in (("a", a), ("b", b), ("out", out)):
-        vlo, vhi = _span(read_operand(array, name))
-        if ox.size and vlo < hi and lo < vhi:
-            raise ValueError(f"aux overlaps {name}")
+    oa, ob, oo = read_operand(a, "a"), read_operand(b, "b"), read_operand(out, "out")
+    m, n = oo.shape
+    check_out_layout(ox, oa, ob, m, n, "aux")
+    check_out_placement(ox, oa, ob, m, n, "aux")
+    (lo, hi), (vlo, vhi) = _span(ox), _span(oo)
+    if ox.size and oo.size and vlo < hi and lo < vhi:
+        raise ValueError("aux overlaps out")
     return ox
 
 

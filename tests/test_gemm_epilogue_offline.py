@@ -17,7 +17,7 @@ from numba_tma.kernels.gemm import KernelSpec
 from numba_tma.kernels.gemm.choose import NARROW, OVERLAPPED, TALL, WIDE
 from numba_tma.kernels.gemm.plan import ARGTYPES, MAP_TYPE
 from numba_tma.kernels.gemm.user_epilogue import EpilogueFn, stable
-from numba_tma.matmul_epilogue import check_epilogue
+from numba_tma.matmul_epilogue import check_aux, check_epilogue
 
 # matmul() types C-contiguous argument arrays "C" (test_arguments_typed_as_the_kernel_takes_them)
 F32V = types.Array(types.float32, 1, "C")
@@ -184,6 +184,26 @@ def test_auxiliary_form_needs_a_pair():
                                         r"must return a pair"):
         check_epilogue(epilogues.bias, (FakeArray((48,)),), 64, 48, aux=True)
     check_epilogue(returns_a_tuple, (), 64, 48, aux=True)
+
+
+_A, _B, _OUT, _AUX = (0x7F0000000000 + i * 0x100000 for i in range(4))
+
+
+@pytest.mark.parametrize("aux, exc, match", [
+    (FakeArray((64, 48), "<f4", _AUX), TypeError, r"aux must have out's dtype \(float16\)"),
+    (FakeArray((64, 40), "<f2", _AUX), ValueError, r"aux must have shape \(64, 48\) for a"),
+    (FakeArray((64, 48), "<f2", _AUX, strides=(2, 128)), ValueError, "aux must be row-major"),
+    (FakeArray((64, 48), "<f2", _AUX + 8), ValueError, r"aux's data address .* 16-byte"),
+    (FakeArray((64, 48), "<f2", _A), ValueError, "aux overlaps a"),
+    (FakeArray((64, 48), "<f2", _OUT + 64), ValueError, "aux overlaps out"),
+])
+def test_bad_aux_named_before_the_driver(aux, exc, match):
+    a = FakeArray((64, 32), "<f2", _A)
+    b = FakeArray((32, 48), "<f2", _B)
+    out = FakeArray((64, 48), "<f2", _OUT)
+    with pytest.raises(exc, match=match):
+        check_aux(aux, a, b, out)
+    assert check_aux(FakeArray((64, 48), "<f2", _AUX), a, b, out).shape == (64, 48)
 
 
 def test_arguments_typed_as_the_kernel_takes_them():

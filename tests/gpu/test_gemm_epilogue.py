@@ -260,7 +260,7 @@ def test_bad_input(kwargs, exc, match):
 @pytest.mark.parametrize("make, exc, match", [
     (lambda out: torch.empty((64, 48), device="cuda"), TypeError, r"aux must have out's dtype"),
     (lambda out: torch.empty((64, 40), device="cuda", dtype=out.dtype), ValueError,
-     r"aux must have out's shape \(64, 48\)"),
+     r"aux must have shape \(64, 48\)"),
     (lambda out: torch.empty((48, 64), device="cuda", dtype=out.dtype).t(), ValueError,
      "aux must be row-major"),
     (lambda out: torch.empty((64, 49), device="cuda", dtype=out.dtype)[:, :48], ValueError,
