@@ -15,7 +15,8 @@ seconds: a collection and a pytest process per chunk):
 * the CPU suite failing -> non-zero;
 * a chunk still running at DEADLINE -> stopped, non-zero, and the other files' summaries and
   failures.txt written before the run ends (an outer time limit no longer loses them);
-* a clean run (tests, memcheck and racecheck; and the tests with the CPU suite) -> exit 0.
+* a clean run (tests, memcheck and racecheck; and the tests with the CPU suite) -> exit 0;
+* on a host with several GPUs the chunks take them in turn, the multi-GPU files see them all.
 """
 
 import os
@@ -50,6 +51,11 @@ exec {sys.executable} "$@"
 """
 
 NVIDIA_SMI = """#!/usr/bin/env bash
+# nvidia-smi stub: -L lists $STUB_GPUS GPUs (none unless set), anything else one query line.
+if [[ "$1" == -L ]]; then
+  for (( i = 0; i < ${STUB_GPUS:-0}; i++ )); do echo "GPU $i: NVIDIA H100 80GB HBM3 (stub)"; done
+  exit 0
+fi
 echo "NVIDIA H100 80GB HBM3 (stub), 555.42, 81559 MiB"
 """
 
@@ -229,3 +235,28 @@ def test_a_deadline_stops_the_run_and_keeps_the_summaries(tmp_path):
     assert done.returncode != 0, _explain(done)
     assert "FAIL: test_slow: chunk 0 stopped by its time limit" in failures, _explain(done)
     assert "test_tma: 3 passed" in (out / "pytest-summary.txt").read_text()
+
+
+# Each test records the CUDA_VISIBLE_DEVICES its process saw.
+RECORDS_GPU = """
+import os
+
+import pytest
+
+@pytest.mark.parametrize("x", range(4))
+def test_gpu_seen(x):
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    with open(os.path.join(os.environ["OUT"], f"seen-{stem}-{x}"), "w") as f:
+        f.write(os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
+"""
+
+
+@pytest.mark.parametrize("what", ["tests", "sanitize"])
+def test_chunks_take_the_gpus_in_turn(tmp_path, what):
+    done, failures, out = _run(tmp_path, {"test_tma": RECORDS_GPU, "test_multi_gpu": RECORDS_GPU},
+                               [what, "test_tma", "test_multi_gpu"], chunk=1, STUB_GPUS="3")
+    assert done.returncode == 0, _explain(done)
+    seen = {p.name: p.read_text() for p in out.glob("seen-*")}
+    assert sorted(seen[f"seen-test_tma-{x}"] for x in range(4)) == ["0", "0", "1", "2"], seen
+    if what == "tests":     # test_multi_gpu is on no sanitizer list
+        assert {seen[f"seen-test_multi_gpu-{x}"] for x in range(4)} == {"all"}, seen
