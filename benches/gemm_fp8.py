@@ -7,7 +7,9 @@ torch._scaled_mm in the same mode and accumulation (per tensor where this torch 
 ``scaled_mm_mode`` says which ran), and Triton's fp8 ``tl.dot`` GEMM (unscaled, its default
 precise accumulation) beside the per-tensor rows. Timed as benches/gemm.py times: interleaved
 rounds, each run between CUDA events behind a GPU wait, median of the rounds' medians. Every
-matmul() result is compared with torch's (bf16 outputs, relative to the largest magnitude).
+matmul() result, and torch._scaled_mm's in the row's mode, is compared with the fp32 product of
+the dequantised operands (bf16 outputs, relative to the largest magnitude); a scale layout torch
+takes but reads otherwise is not timed (its per-tensor mode is, as where it lacks the mode).
 
     python benches/gemm_fp8.py [--shape M N K ...] [--modes tensor,row,block] [--json F]
 """
@@ -75,23 +77,46 @@ def make_inputs(torch, gen, m, n, k):
     return a, w.t(), scales
 
 
-def scaled_mm(torch, a, b, sa, sb, out, mode, fast):
-    """``(launch, mode run)``: torch._scaled_mm in ``mode`` where this torch takes it, else per
-    tensor."""
+def torch_block_scales(torch, sb):
+    """B's block scales ``sb`` (nb, kb) as torch._scaled_mm takes them for ``b = w.t()``: the
+    transpose, (kb, nb) with unit stride along K blocks; each N block's kb padded to a multiple
+    of 4 (a layout newer torch versions ask for; the same as the plain one when 4 divides kb)."""
+    nb, kb = sb.shape
+    padded = torch.empty((nb, -(-kb // 4) * 4), device=sb.device, dtype=sb.dtype)
+    padded[:, :kb] = sb
+    return [sb.t(), padded[:, :kb].t()]
+
+
+def scaled_mm(torch, a, b, sa, sb, out, mode, fast, verify):
+    """``(launch, mode run, its check)``: torch._scaled_mm in ``mode`` where this torch takes it,
+    else per tensor. Block mode is DeepSeek's recipe (1 x 128 for A, 128 x 128 for B) in torch's
+    layouts: ``sa`` as matmul() takes it, (M, kb) with M contiguous; ``sb`` transposed
+    (:func:`torch_block_scales`). ``verify(out)`` -> ``(text, ok)`` checks a layout torch takes
+    before it is timed: torch 2.11 took B's unpadded block scales at a kb that 4 does not divide
+    and gave a wrong product (measured on the H200, 2026-11-28)."""
     def call(sa_, sb_):
         return lambda: torch._scaled_mm(a, b, sa_, sb_, out_dtype=torch.bfloat16,
                                         use_fast_accum=fast, out=out)
-    if mode != "tensor":
+    if mode == "tensor":
         fn = call(sa, sb)
+        fn()
+        return fn, mode, verify(out)[0]
+    why = None
+    for sb_ in (torch_block_scales(torch, sb) if mode == "block" else [sb]):
+        fn = call(sa, sb_)
         try:
             fn()
             torch.cuda.synchronize()
-            return fn, mode
         except (RuntimeError, TypeError, ValueError, NotImplementedError) as exc:
-            bench.log(f"torch._scaled_mm has no {mode} mode here ({bench.why(exc)}); "
-                      f"timing its per-tensor mode")
+            why = why or bench.why(exc)
+            continue
+        text, ok = verify(out)
+        if ok:
+            return fn, mode, text
+        why = f"a wrong product, off by {text}, with B's scales of strides {sb_.stride()}"
+    bench.log(f"torch._scaled_mm has no {mode} mode here ({why}); timing its per-tensor mode")
     one = torch.ones((), device="cuda")
-    return call(one, one), "tensor"
+    return call(one, one), "tensor", None
 
 
 def dequantized_product(torch, a, b, sa, sb, mode):
@@ -144,9 +169,11 @@ def run_shape(torch, args, gen, shape, hold, tune_triton):
         def ours():
             return matmul(a, b, ours_out, scale_a=sa, scale_b=sb, fast_accum=fast)
 
-        theirs, their_mode = scaled_mm(torch, a, b, sa, sb, torch_out, mode, fast)
-        ours()
         want = dequantized_product(torch, a, b, sa, sb, mode)
+        # (a per-tensor stand-in for a mode torch lacks runs with unit scales: no check)
+        theirs, their_mode, their_check = scaled_mm(torch, a, b, sa, sb, torch_out, mode, fast,
+                                                    lambda got: check(got, want, fast))
+        ours()
         text, ok = check(ours_out, want, fast)
         forced = []
         for cfg in args.configs:
@@ -187,7 +214,7 @@ def run_shape(torch, args, gen, shape, hold, tune_triton):
         rows.append({"in_dtype": "e4m3", "out_dtype": "bfloat16", "scale": mode,
                      "accum": accum, "shape": [m, n, k], "kernel": "torch._scaled_mm",
                      "scaled_mm_mode": their_mode, "TFLOPs": flop / their_ms / 1e9,
-                     "us": their_ms * 1e3, "status": "ok"})
+                     "us": their_ms * 1e3, "check": their_check, "status": "ok"})
         bench.log(f"{m}x{n}x{k} {mode:6s} {accum:8s} matmul() {row['TFLOPs']:7.1f} TFLOP/s, "
                   f"torch._scaled_mm ({their_mode}) {row['scaled_mm_TFLOPs']:7.1f}: "
                   f"x{row['x_scaled_mm']:.3f}  check {text}")
