@@ -15,9 +15,9 @@ operand's space:
   ``cuda.local.array``.
 
 An operand that arrives as a device function's parameter is not judged there (its caller may
-pass either). The check reaches into numba-cuda in one place, :func:`install` (its rewrite
-registry and, to tell a kernel from a device function, the frames of its compile calls); the
-numba-cuda-mlir front end will need its own form of it.
+pass either). The check reaches into the front end in one place, :func:`install` (its rewrite
+registry and, to tell a kernel from a device function, the frames of its compile calls). On
+numba-cuda-mlir it runs before type inference (``ADDRESS_CHECK_STAGE``), on the same IR.
 """
 
 import sys
@@ -114,11 +114,13 @@ def _origin(func_ir, var, in_kernel, depth=0):
     return None
 
 
-def _compiling_a_kernel():
-    """Whether numba-cuda is compiling a kernel (not a device function): the nearest of its
+def _compiling_a_kernel(func=None):
+    """Whether the front end is compiling a kernel (not a device function): the nearest of its
     compile frames on the stack says so (numba-cuda 0.30's ``CUDADispatcher.compile_device``,
     ``_Kernel.__init__``, and the ``numba.cuda.compiler`` functions taking ``device=``, as
-    ``cuda.compile`` does)."""
+    ``cuda.compile`` does; numba-cuda-mlir's ``mlir_compiler.compile_mlir``, whose
+    ``targetoptions`` say ``device``, and whose ``pyfunc`` must be ``func``, the function
+    checked: its inliner runs a device function's untyped passes inside the kernel's compile)."""
     frame = sys._getframe(2)
     while frame is not None:
         code = frame.f_code
@@ -126,10 +128,14 @@ def _compiling_a_kernel():
             return False
         if code.co_name == "__init__" and type(frame.f_locals.get("self")).__name__ == "_Kernel":
             return True
-        if frame.f_globals.get("__name__") == "numba.cuda.compiler":
+        module = frame.f_globals.get("__name__")
+        if module == "numba.cuda.compiler":
             device = frame.f_locals.get("device")
             if isinstance(device, bool):
                 return not device
+        if module == "numba_cuda_mlir.mlir_compiler" and code.co_name == "compile_mlir":
+            return (not frame.f_locals.get("targetoptions", {}).get("device", False)
+                    and frame.f_locals.get("pyfunc") is func)
         frame = frame.f_back
     return False
 
@@ -172,14 +178,16 @@ def _check_block(func_ir, block, in_kernel):
 
 
 def install():
-    """Register the check with numba-cuda's after-inference rewrites (once)."""
+    """Register the check with the front end's rewrites (once), at the stage where the
+    intrinsics' calls are still calls (``ADDRESS_CHECK_STAGE``: numba-cuda-mlir inlines their
+    overloads in its typed pipeline, before its after-inference rewrites)."""
     if OPERANDS:
         return
-    from ._frontend import rewrites
+    from ._frontend import rewrites, ADDRESS_CHECK_STAGE
 
     OPERANDS.update(_table())
 
-    @rewrites.register_rewrite("after-inference")
+    @rewrites.register_rewrite(ADDRESS_CHECK_STAGE)
     class AddressSpaceCheck(rewrites.Rewrite):
         """Raises on an intrinsic operand in the wrong address space; rewrites nothing."""
 
@@ -191,9 +199,10 @@ def install():
             # (asked only of an operand that is a parameter: the stack walk is then once per
             # function compiled)
             if self._in_kernel is None:
-                self._in_kernel = _compiling_a_kernel()
+                self._in_kernel = _compiling_a_kernel(self._func)
             return self._in_kernel
 
         def match(self, func_ir, block, typemap, calltypes):
+            self._func = func_ir.func_id.func
             _check_block(func_ir, block, self.in_kernel)
             return False

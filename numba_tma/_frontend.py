@@ -26,6 +26,8 @@ What is here:
 - ``UNROLL_IN_SOURCE``: whether :func:`numba_tma._bridge.inline_device` writes out a device
   function's loops over constant ranges (:mod:`numba_tma._unroll`) because the front end's
   own pipeline leaves them loops (numba-cuda-mlir).
+- ``ADDRESS_CHECK_STAGE``: the rewrite stage (``"after-inference"`` or ``"before-inference"``)
+  at which :mod:`numba_tma._address_space` still sees the intrinsics' calls.
 - The internals numba_tma builds on, each loaded at its first use (``from numba_tma._frontend
   import driver`` inside a function), with the seam that needs it (module paths under
   ``numba.``; numba-cuda-mlir's under ``numba_cuda_mlir.numba_cuda.``):
@@ -56,7 +58,7 @@ import os
 __all__ = ["NAME", "front_end", "cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
            "globaltimer", "address_int", "as_u64", "as_u32", "array_words",
-           "ARRAY_POINTER_WORDS", "UNROLL_IN_SOURCE"]
+           "ARRAY_POINTER_WORDS", "UNROLL_IN_SOURCE", "ADDRESS_CHECK_STAGE"]
 
 #: Each front end's module of forms.
 _MODULES = {"numba-cuda": "_frontend_numba", "numba-cuda-mlir": "_frontend_mlir"}
@@ -86,7 +88,8 @@ _impl = importlib.import_module(f"{__package__}.{_MODULES[NAME]}")
 
 (cuda, types, errors, config, from_dtype, overload, intrinsic, register_jitable, libdevice,
  address_of, tail, trap, globaltimer, address_int, as_u64, as_u32, array_words,
- ARRAY_POINTER_WORDS, UNROLL_IN_SOURCE) = (getattr(_impl, n) for n in __all__[2:])
+ ARRAY_POINTER_WORDS, UNROLL_IN_SOURCE, ADDRESS_CHECK_STAGE) = (getattr(_impl, n)
+                                                                 for n in __all__[2:])
 
 
 def front_end():

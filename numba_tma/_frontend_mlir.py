@@ -24,7 +24,7 @@ from numba_cuda_mlir.numba_cuda import types
 __all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
            "globaltimer", "address_int", "as_u64", "as_u32", "array_words", "ARRAY_POINTER_WORDS",
-           "UNROLL_IN_SOURCE"]
+           "UNROLL_IN_SOURCE", "ADDRESS_CHECK_STAGE"]
 
 intrinsic = _ext.intrinsic
 
@@ -104,6 +104,10 @@ ARRAY_POINTER_WORDS = (0, 1)
 # Its pipeline leaves an inlined function's constant loops loops, their index dynamic and the
 # accumulators in local memory: numba_tma._unroll writes them out in the source.
 UNROLL_IN_SOURCE = True
+
+# The address-space check reads the calls of numba_tma's intrinsics before type inference: its
+# typed pipeline inlines their overloads (inline="always") before the after-inference rewrites run.
+ADDRESS_CHECK_STAGE = "before-inference"
 
 
 # ------------------------------------------------------------------- the IR intrinsics
@@ -241,16 +245,25 @@ def _target_cc(cc):
             tools._cached_cc = saved
 
 
-def compile_ltoir(pyfunc, signature, cc, arch, **options):
+def compile_ltoir(pyfunc, signature, cc, arch, nvrtc=None, **options):
     """The offline compile's front half on numba-cuda-mlir (``numba_cuda.compile_all``'s role on
     numba-cuda): ``(codes, link_paths, entry)``: the kernel's LTO-IR as the one code, the
-    ``.cu`` files its declarations link, and its entry name. ``options``: ``cuda.jit``'s
+    ``.cu`` files its declarations link, and its entry name. ``nvrtc``: what its linker
+    compiles those files with during this compile (an object with numba's ``nvrtc.compile``;
+    the offline compile's remembers each source's result). ``options``: ``cuda.jit``'s
     (``link``, ``debug``, ``lineinfo``, ``fastmath``, ``opt``, ``launch_bounds``,
     ``max_registers``), those left None not passed."""
+    from numba_cuda_mlir.numba_cuda.cudadrv import driver as linker_module
+
     kws = {k: v for k, v in options.items() if v is not None}
     with _target_cc(cc):
-        # (lto=True: LTO-IR even when nothing is linked, as compile_all(output="ltoir"))
-        compiled = cuda.jit(chip=arch, lto=True, **kws)(pyfunc).compile(signature)
+        saved = linker_module.nvrtc
+        linker_module.nvrtc = nvrtc or saved
+        try:
+            # (lto=True: LTO-IR even when nothing is linked, as compile_all(output="ltoir"))
+            compiled = cuda.jit(chip=arch, lto=True, **kws)(pyfunc).compile(signature)
+        finally:
+            linker_module.nvrtc = saved
     md = compiled.metadata
     paths = [os.path.abspath(os.fspath(item)) for item in md.get("linked_external_link_items", ())
              if isinstance(item, (str, os.PathLike))]
@@ -598,3 +611,29 @@ def _patch_contiguous_indexing():
 
 
 _patch_contiguous_indexing()
+
+
+def _patch_extern_function_typeof():
+    """``typeof`` of a ``declare_device`` function makes a new typing template at every call
+    (``compiler.typeof_extern_function``), so the same function loaded twice where the loads
+    meet (two calls of ``mbarrier._wait`` in a kernel) fails to type: "Cannot unify
+    Function(<ExternFunction>) and Function(<ExternFunction>)". Type each function once."""
+    from numba_cuda_mlir import compiler as mlir_compiler
+    from numba_cuda_mlir.numba_cuda.typing.typeof import typeof_impl
+
+    original = mlir_compiler.typeof_extern_function
+    if getattr(original, "_numba_tma_patched", False):
+        return
+
+    def typeof_extern_function(val, c):
+        typ = val.__dict__.get("_numba_tma_type")
+        if typ is None:
+            typ = val._numba_tma_type = original(val, c)
+        return typ
+
+    typeof_extern_function._numba_tma_patched = True
+    mlir_compiler.typeof_extern_function = typeof_extern_function
+    typeof_impl.register(mlir_compiler.ExternFunction)(typeof_extern_function)
+
+
+_patch_extern_function_typeof()

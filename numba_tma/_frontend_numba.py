@@ -15,7 +15,7 @@ from numba.cuda.extending import intrinsic, overload, register_jitable
 __all__ = ["cuda", "types", "errors", "config", "from_dtype", "overload",
            "intrinsic", "register_jitable", "libdevice", "address_of", "tail", "trap",
            "globaltimer", "address_int", "as_u64", "as_u32", "array_words", "ARRAY_POINTER_WORDS",
-           "UNROLL_IN_SOURCE"]
+           "UNROLL_IN_SOURCE", "ADDRESS_CHECK_STAGE"]
 
 from_dtype = numba.from_dtype
 
@@ -33,6 +33,10 @@ ARRAY_POINTER_WORDS = (4,)
 
 # LLVM unrolls our device functions' constant loops itself (numba_tma._unroll).
 UNROLL_IN_SOURCE = False
+
+# The address-space check reads the calls of numba_tma's intrinsics once types are known
+# (numba-cuda does not inline them before: inline_device and forceinline).
+ADDRESS_CHECK_STAGE = "after-inference"
 
 
 # ------------------------------------------------------------------ internals, loaded lazily

@@ -120,8 +120,11 @@ def _check_types(fn, argtypes, aux=False):
     try:
         # numba asks the current device's compute capability for each device function fn
         # calls, cc= notwithstanding: typing answers for sm_90 whatever the GPU (or none).
+        # (LTO-IR, not PTX: numba-cuda-mlir's NVRTC asks the driver whether it can load the
+        # PTX of a source it links, such as numba's fp16 support for a 16-bit array.)
         with target_device((9, 0)):
-            _, resty = cuda.compile_ptx(fn.py_func, sig, device=True, cc=(9, 0))
+            _, resty = cuda.compile(fn.py_func, sig, device=True, cc=(9, 0), abi="numba",
+                                    output="ltoir")
     except Exception as e:          # numba's TypingError and its kin
         first = str(e).strip().splitlines()
         raise TypeError(f"epilogue: {name}({shown}) does not compile: "

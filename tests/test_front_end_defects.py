@@ -95,3 +95,25 @@ def test_a_contiguous_array_is_indexed_without_its_stride():
 
     kb = compile_kernel(copy, (F32V, F32V, types.int64))
     assert "mul.lo.s64" not in kb.ptx and "mul.wide" not in kb.ptx
+
+
+@offline
+def test_a_declared_function_loaded_twice_types_once():
+    # numba-cuda-mlir typed each load of a declare_device function anew ("Cannot unify
+    # Function(<ExternFunction>) and Function(<ExternFunction>)") where two loads meet, as two
+    # waits on one barrier in the two arms of a branch do.
+    from numba_tma import mbarrier
+    from numba_tma._bridge import address_of
+    from numba_tma.offline import compile_kernel
+
+    def kernel(out, parity):
+        bar = cuda.shared.array(1, np.uint64)
+        mbarrier.init_block(bar, 1)
+        if parity > 0:
+            mbarrier._wait(address_of(bar), parity & 1)
+        else:
+            mbarrier._wait(address_of(bar), (parity + 1) & 1)
+        out[0] = 1
+
+    kb = compile_kernel(kernel, "void(int32[::1], int32)")
+    assert kb.has("SYNCS.PHASECHK.TRANS64.TRYWAIT") and not kb.has("CALL")

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from numba_tma import front_end
 from numba_tma._frontend import types
 from numba_tma.kernels import transpose_vec
 from numba_tma.launch import DirectKernel
@@ -104,23 +105,29 @@ def test_choice(itemsize):
 
 
 def test_direct_kernel_words_follow_numba_array_layout():
-    # numba passes a 1-D C array as meminfo, parent, nitems, itemsize, data, shape, strides.
+    # numba-cuda passes a 1-D C array as meminfo, parent, nitems, itemsize, data, shape, strides
+    # (bytes); numba-cuda-mlir as its memref descriptor: allocated and aligned pointers, offset,
+    # shape, strides (elements).
     def kernel():
         pass
 
+    mlir = front_end() == "numba-cuda-mlir"
     u4 = types.Array(types.uint32, 1, "C")
     d = DirectKernel(kernel, (u4, types.Array(types.uint8, 1, "C"), types.int64, types.uint32))
     words = d._words([(0x1000, 10), (0x2000, 7), -3, 5])
-    assert words[:14] == [0, 0, 10, 4, 0x1000, 10, 4, 0, 0, 7, 1, 0x2000, 7, 1]
-    assert isinstance(words[14], ctypes.c_int64) and words[14].value == -3
-    assert isinstance(words[15], ctypes.c_uint32) and words[15].value == 5
-    # N-D arrays (any layout) come from their array interface: shape then strides in bytes.
+    arrays = ([0x1000, 0x1000, 0, 10, 1, 0x2000, 0x2000, 0, 7, 1] if mlir else
+              [0, 0, 10, 4, 0x1000, 10, 4, 0, 0, 7, 1, 0x2000, 7, 1])
+    assert words[:len(arrays)] == arrays
+    assert isinstance(words[len(arrays)], ctypes.c_int64) and words[len(arrays)].value == -3
+    assert isinstance(words[-1], ctypes.c_uint32) and words[-1].value == 5
+    # N-D arrays (any layout) come from their array interface: shape then strides.
     class Fake:
         __cuda_array_interface__ = {"shape": (3, 5), "strides": None, "typestr": "<f4",
                                     "data": (0x3000, False), "version": 3}
 
     d2 = DirectKernel(kernel, (types.Array(types.float32, 2, "C"),))
-    assert d2._words([Fake()]) == [0, 0, 15, 4, 0x3000, 3, 5, 20, 4]
+    assert d2._words([Fake()]) == ([0x3000, 0x3000, 0, 3, 5, 5, 1] if mlir else
+                                   [0, 0, 15, 4, 0x3000, 3, 5, 20, 4])
     with pytest.raises(TypeError, match=r"args\[0\]: \(pointer, nitems\) stands for a 1-D"):
         d2._words([(0x3000, 15)])
     with pytest.raises(TypeError, match=r"args\[0\]: the kernel takes a 1-D array of 4-byte"):

@@ -8,7 +8,7 @@ import pytest
 
 from numba_tma import swizzle
 from numba_tma.ladders import transpose_tma as tt
-from sass_checks import collected, compiled_in_processes, take
+from sass_checks import collected, compiled_in_processes, on_mlir, take
 
 ITEMSIZES = [1, 2, 4, 8]
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -86,8 +86,10 @@ def test_seed_kernels_sass(batch):
     # after the sync that follows the shared writes.
     assert first("UTMALDG.3D") < first("BAR.SYNC") < first("UTMASTG.3D")
     assert kb.count("BAR.SYNC") == 2
-    # Unsigned 32-bit thread and swizzle math: no 64-bit shifts, no signed-division fix-ups.
-    assert not any(op.startswith(("SHF.R.S64", "SHF.R.U64", "SHF.R.S32", "IMAD.WIDE")) for op in ops)
+    # Unsigned 32-bit thread and swizzle math: no 64-bit shifts, no signed-division fix-ups
+    # (numba-cuda-mlir keeps one or two unsigned 64-bit shifts: docs/front_ends.md).
+    wide = ("SHF.R.S64", "SHF.R.S32", "IMAD.WIDE") + (() if on_mlir() else ("SHF.R.U64",))
+    assert not any(op.startswith(wide) for op in ops)
     # One element per shared access; a batched thread issues all its reads before its writes.
     n = batch or 1
     lds = [i for i, op in enumerate(ops) if op == "LDS"]

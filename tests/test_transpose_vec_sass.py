@@ -12,7 +12,7 @@ import pytest
 
 from numba_tma import gmem
 from numba_tma._frontend import cuda, errors
-from sass_checks import check_clean, pinned_toolchain
+from sass_checks import check_clean, on_mlir, pinned_toolchain
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                                 reason="offline compilation needs the real CUDA target")
@@ -146,7 +146,8 @@ def test_v8_sector_sass(itemsize, transposes):
     assert kb.count("LDG.E.LTC256B.128") == ts.LOADS + 2 and not kb.has("LDG.E.128")
     if itemsize in ts.BULK_STORE:
         assert kb.count("UBLKCP.G.S") == 1 and kb.count("FENCE.VIEW.ASYNC.S") == 1
-        assert kb.count("STG.E.128") < ts.LOADS and kb.count("LDS.128") < ts.LOADS
+        if not on_mlir():       # (numba-cuda-mlir's edge path keeps 8 of each: front_ends.md)
+            assert kb.count("STG.E.128") < ts.LOADS and kb.count("LDS.128") < ts.LOADS
     else:
         assert not kb.has("UBLKCP")
         assert kb.count("STG.E.128") > ts.LOADS and kb.count("LDS.128") > ts.LOADS
@@ -161,9 +162,13 @@ def test_v8_sector_sass(itemsize, transposes):
 
 
 # Instructions, registers of the plain kernels (no row offset) before the grid split: the
-# common path keeps them exactly (the tile_y0 argument is unused there).
+# common path keeps them exactly (the tile_y0 argument is unused there). A set per front end:
+# numba-cuda-mlir's v8 kernels are 1.6-3.7 times as long (docs/front_ends.md).
 PLAIN = {("v7", 1): (968, 64), ("v7", 2): (976, 40), ("v7", 4): (1248, 40), ("v7", 8): (1160, 40),
          ("v8", 1): (1528, 64), ("v8", 2): (1352, 79), ("v8", 4): (1088, 79), ("v8", 8): (1128, 64)}
+PLAIN_MLIR = {("v7", 1): (1000, 64), ("v7", 2): (1008, 40), ("v7", 4): (1320, 40),
+              ("v7", 8): (1216, 40), ("v8", 1): (5712, 64), ("v8", 2): (3688, 80),
+              ("v8", 4): (2376, 80), ("v8", 8): (1816, 62)}
 
 
 @pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
@@ -180,8 +185,9 @@ def test_row_offset_variants(itemsize, transposes):
         if not row_offset:
             plain = {"v7": v7, "v8": v8}
             if pinned_toolchain():
-                assert (len(v7.mnemonics()), v7.registers) == PLAIN["v7", itemsize]
-                assert (len(v8.mnemonics()), v8.registers) == PLAIN["v8", itemsize]
+                pinned = PLAIN_MLIR if on_mlir() else PLAIN
+                assert (len(v7.mnemonics()), v7.registers) == pinned["v7", itemsize]
+                assert (len(v8.mnemonics()), v8.registers) == pinned["v8", itemsize]
             continue
         # Any toolchain: the variant moves the same data as the plain kernel (the offset is
         # address arithmetic), and both are clean.
@@ -189,7 +195,8 @@ def test_row_offset_variants(itemsize, transposes):
             check_clean(plain[name])
             for op in ("LDG", "STG", "LDS", "STS"):
                 assert plain[name].count(op) == kb.count(op), (name, op)
-        check_clean(v7)
+        if not (on_mlir() and itemsize == 1):  # (it spills 12 bytes there: front_ends.md)
+            check_clean(v7)
         assert v7.count("LDG.E.128") == tv.LOADS and v7.count("STG.E.128") == tv.LOADS
         assert v8.count("LDG.E.LTC256B.128") == ts.LOADS + 2
         # fp16 / fp32 v8 sit at their 80-register bound: the extra add spills a word there.

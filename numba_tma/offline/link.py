@@ -5,7 +5,7 @@ import dataclasses
 import os
 
 from .sass import _parse_ptxas_log
-from .toolchain import _nvrtc_compile, _parse_arch, target_device
+from .toolchain import _MemoNVRTC, _nvrtc_compile, _parse_arch, target_device
 
 __all__ = ["LinkError", "LinkedKernel", "cubin_entries", "link_kernel"]
 
@@ -182,7 +182,7 @@ def link_kernel(kernel, signature, *, arch="sm_90a", linking=None) -> LinkedKern
         # (it links while it compiles: the files of ``linking`` go in with the kernel's own)
         try:
             codes, link_paths, entry = compile_ltoir(
-                pyfunc, signature, cc, arch, link=extra or None,
+                pyfunc, signature, cc, arch, nvrtc=_MemoNVRTC, link=extra or None,
                 max_registers=opts.get("max_registers") or None, **compile_opts)
         except Exception as e:      # (an unresolved extern: a link error, as ours would be)
             if type(e).__name__ != "nvJitLinkError":

@@ -121,12 +121,15 @@ _NVRTC_MEMO = {}
 
 
 def _nvrtc_compile(src, name, cc, ltoir=False, lineinfo=False, debug=False):
-    """numba's ``nvrtc.compile``, remembered per source text, name, cc and options."""
+    """numba's ``nvrtc.compile``, remembered per source text, name, cc and options (the name
+    without its ``.cu``: numba-cuda-mlir's linker names a file ``x.cu`` where numba's
+    ``LinkableCode`` names it ``x``, and the offline compile on that front end compiles the
+    same file through both)."""
     from .._frontend import nvrtc
 
     data = src.encode() if isinstance(src, str) else bytes(src)
-    key = (hashlib.sha256(data).hexdigest(), name, tuple(cc), bool(ltoir), bool(lineinfo),
-           bool(debug))
+    key = (hashlib.sha256(data).hexdigest(), os.path.splitext(name)[0], tuple(cc), bool(ltoir),
+           bool(lineinfo), bool(debug))
     hit = _NVRTC_MEMO.get(key)
     if hit is None:
         hit = _NVRTC_MEMO[key] = nvrtc.compile(src, name, cc, ltoir=ltoir, lineinfo=lineinfo,
