@@ -90,6 +90,20 @@ def test_overlapped_epilogue_refuses_an_auxiliary_output():
         compiled(OVERLAPPED[WIDE], "bias_gelu_aux")
 
 
+@pytest.mark.parametrize("ladder", ["stream_k", "pingpong"])
+def test_ladders_refuse_an_auxiliary_output_with_one_staging_box(ladder):
+    # The ladders build their own kernels: they ask WgmmaConfig.check_spec too, before building.
+    from numba_tma.ladders.gemm_pingpong import PingPongConfig
+    from numba_tma.ladders.gemm_stream_k import StreamKConfig
+
+    cfg = (StreamKConfig(256, c_buffers=1) if ladder == "stream_k"
+           else PingPongConfig(128, stages=6, c_buffers=1))
+    epi = EpilogueFn(epilogues.bias_gelu_aux, (F32V,), True)
+    with pytest.raises(ValueError, match=r"auxiliary output \(aux=\) stages C and it in two "
+                                         r"boxes per warp: c_buffers must be 2 or 4"):
+        cfg.kernel(KernelSpec(True, False, "f16", "f16", False, "", False, epi))
+
+
 def test_strided_arguments_compile_clean_and_cost_more():
     # A strided argument ("A": run-time strides) compiles clean too; its addresses cost a
     # multiply each, which the contiguous ("C") one, the index plus constants, does without.

@@ -47,7 +47,9 @@ class PingPongConfig(WgmmaConfig):
                              f"overlap_epilogue={self.overlap_epilogue}")
 
     def kernel(self, spec):
-        return _kernel(self.kernel_config(), KernelSpec(*spec))
+        spec = KernelSpec(*spec)
+        self.check_spec(spec)       # (WgmmaConfig's rules for the spec: aux's c_buffers, fp8)
+        return _kernel(self.kernel_config(), spec)
 
 
 @inline_device

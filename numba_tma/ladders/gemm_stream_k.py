@@ -130,7 +130,9 @@ class StreamKConfig(WgmmaConfig):
                              f"overlap_epilogue={self.overlap_epilogue}")
 
     def kernel(self, spec):
-        return _kernel(self.kernel_config(), KernelSpec(*spec))
+        spec = KernelSpec(*spec)
+        self.check_spec(spec)       # (WgmmaConfig's rules for the spec: aux's c_buffers, fp8)
+        return _kernel(self.kernel_config(), spec)
 
     def launch_extras(self, tiles, grid, num_k):
         dp_units, sk_iters = stream_k_split(tiles, grid, num_k)

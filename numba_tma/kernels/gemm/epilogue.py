@@ -285,10 +285,8 @@ def _box_storer(write_box, c_cols, nbuf, has_beta, aux=False):
 
 @functools.cache
 def _epilogue_store_tile(out_kind, has_beta, nbuf, tm, halves, whole, epi, c_boxes):
-    # staged_epilogue's store_tile with a user epilogue: each box's store called by name.
-    if epi.aux and nbuf < 2:
-        raise ValueError(f"an epilogue with an auxiliary output (aux=) stages C and it in two "
-                         f"boxes per warp: the config's c_buffers must be 2 or 4; got {nbuf}")
+    # staged_epilogue's store_tile with a user epilogue: each box's store called by name (an
+    # auxiliary output needs nbuf >= 2: WgmmaConfig.check_spec says so before a kernel is built).
     env = {f"store_{j}": _box_storer(box_writer(out_kind, has_beta, epi, j, C_BOX_BYTES),
                                      box_columns(out_kind), nbuf, has_beta, epi.aux)
            for j in range(c_boxes)}
