@@ -86,9 +86,36 @@ def _value(func_ir, var, depth=0):
     return None
 
 
-def _origin(func_ir, var, in_kernel, depth=0):
-    """Where an array operand was made: ``cuda.local.array``, ``cuda.shared.array``, a kernel
-    parameter (where ``in_kernel()``), or None (unknown, or a device function's parameter)."""
+def _is_slice(func_ir, node):
+    return (type(node).__name__ == "Expr" and node.op == "call"
+            and _value(func_ir, node.func) is slice)
+
+
+def _dims_dropped(func_ir, node):
+    """How many dimensions an index expression takes away (an integer index one, a slice
+    none); an index of unknown kind counts as an integer."""
+    if node.op == "static_getitem":
+        items = node.index if isinstance(node.index, tuple) else (node.index,)
+        return sum(not isinstance(x, slice) for x in items)
+    try:
+        index = func_ir.get_definition(node.index)
+    except Exception:
+        return 1
+    if type(index).__name__ == "Expr" and index.op == "build_tuple":
+        dropped = 0
+        for item in index.items:
+            try:
+                dropped += not _is_slice(func_ir, func_ir.get_definition(item))
+            except Exception:
+                dropped += 1
+        return dropped
+    return 0 if _is_slice(func_ir, index) else 1
+
+
+def _origin(func_ir, var, in_kernel, depth=0, dropped=0):
+    """Where an array operand was made: ``cuda.local.array``, ``cuda.shared.array``, a kernel's
+    array parameter (where ``in_kernel(i, dropped)`` for parameter ``i`` indexed down by
+    ``dropped`` dimensions), or None (unknown, or a device function's parameter)."""
     from ._frontend import cuda
 
     if depth > 32:
@@ -99,12 +126,13 @@ def _origin(func_ir, var, in_kernel, depth=0):
         return None
     kind = type(node).__name__
     if kind == "Var":
-        return _origin(func_ir, node, in_kernel, depth + 1)
+        return _origin(func_ir, node, in_kernel, depth + 1, dropped)
     if kind == "Arg":
-        return _KERNEL_ARG if in_kernel() else None
+        return _KERNEL_ARG if in_kernel(node.index, dropped) else None
     if kind == "Expr":
         if node.op in ("getitem", "static_getitem"):        # a slice or view of an array
-            return _origin(func_ir, node.value, in_kernel, depth + 1)
+            return _origin(func_ir, node.value, in_kernel, depth + 1,
+                           dropped + _dims_dropped(func_ir, node))
         if node.op == "call":
             fn = _value(func_ir, node.func)
             if fn is cuda.local.array:
@@ -194,12 +222,21 @@ def install():
         def __init__(self, state=None):
             super().__init__(state)
             self._in_kernel = None
+            self._arg_types = getattr(state, "args", None)
 
-        def in_kernel(self):
-            # (asked only of an operand that is a parameter: the stack walk is then once per
-            # function compiled)
+        def in_kernel(self, index, dropped):
+            # Whether parameter `index`, indexed down by `dropped` dimensions, is still an array
+            # of a kernel (asked only of an operand that is a parameter: the stack walk is then
+            # once per function compiled). Before inference (numba-cuda-mlir) an operand that
+            # is no array (out[0]) is left to the intrinsic's typing, whose error says so.
             if self._in_kernel is None:
                 self._in_kernel = _compiling_a_kernel(self._func)
+            arg_types = self._arg_types
+            if arg_types is not None and index < len(arg_types):
+                from ._frontend import types
+
+                t = arg_types[index]
+                return self._in_kernel and isinstance(t, types.Array) and t.ndim > dropped
             return self._in_kernel
 
         def match(self, func_ir, block, typemap, calltypes):
