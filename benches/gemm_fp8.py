@@ -79,9 +79,12 @@ def make_inputs(torch, gen, m, n, k):
 
 def torch_block_scales(torch, sb):
     """B's block scales ``sb`` (nb, kb) as torch._scaled_mm takes them for ``b = w.t()``: the
-    transpose, (kb, nb) with unit stride along K blocks; each N block's kb padded to a multiple
-    of 4 (a layout newer torch versions ask for; the same as the plain one when 4 divides kb)."""
+    transpose, (kb, nb) with unit stride along K blocks; and, where 4 does not divide kb, the
+    same with each N block's kb padded to a multiple of 4 (a layout newer torch versions ask
+    for; where 4 divides kb it is the plain one, not tried twice)."""
     nb, kb = sb.shape
+    if kb % 4 == 0:
+        return [sb.t()]
     padded = torch.empty((nb, -(-kb // 4) * 4), device=sb.device, dtype=sb.dtype)
     padded[:, :kb] = sb
     return [sb.t(), padded[:, :kb].t()]
