@@ -33,6 +33,8 @@ KERNELS = [
     (OVERLAPPED[WIDE], KernelSpec(True, True, "e4m3_e4m3", "f16", False, "row"), 256),
     (TALL, KernelSpec(True, True, "e5m2_e4m3", "f32", True, "row"), 128),
     (FP8_BLOCK[128], KernelSpec(True, True, "e4m3_e5m2", "bf16", False, "block"), 128),
+    (FP8_BLOCK[192], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block"), 192),
+    (FP8_BLOCK[192], KernelSpec(True, True, "e5m2_e4m3", "f16", False, "tensor", True), 192),
     (FP8_NARROW[64], KernelSpec(True, True, "e5m2_e5m2", "f32", True, "row", True), 64),
     (FP8_NARROW[128], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "", True), 128),
 ]
@@ -65,7 +67,7 @@ def test_fp8_kernels_sass(cfg, spec, n):
 
 def test_fp8_configs_are_persistent():
     for m, n, k in [(64, 7168, 16384), (128, 7168, 16384), (4096, 4096, 4096), (8, 16, 32),
-                    (4096, 7168, 16384), (1000, 1000, 1008)]:
+                    (4096, 7168, 16384), (1000, 1000, 1008), (8192, 8192, 8192)]:
         for scale in ("", "tensor", "row", "block"):
             for promote in (False, True):
                 cfg = choose_fp8_config(m, n, k, 132, scale, promote)
@@ -73,7 +75,19 @@ def test_fp8_configs_are_persistent():
                 spec = KernelSpec(True, True, "e4m3_e4m3", "bf16", False, scale, promote)
                 cfg.check_spec(spec)
                 if spec.promoted:
-                    assert cfg.bn in (64, 128) and cfg.bm == 128 and not cfg.overlap_epilogue
+                    assert cfg.bn in (64, 128, 192) and cfg.bm == 128
+                    assert not cfg.overlap_epilogue
+
+
+def test_promoted_tiles_widen_where_they_take_no_more_time():
+    # 128 x 192 tiles where their rounds of the SMs are at most two thirds of 128 x 128's
+    # (8192^2: 21 against 32), else 128 x 128 (4096 x 7168: 10 against 14)
+    for scale, promote in [("block", False), ("tensor", True), ("row", True)]:
+        assert choose_fp8_config(8192, 8192, 8192, 132, scale, promote) is FP8_BLOCK[192]
+        assert choose_fp8_config(8192, 8192, 4096, 132, scale, promote) is FP8_BLOCK[192]
+        assert choose_fp8_config(4096, 7168, 16384, 132, scale, promote).bn == 128
+        assert choose_fp8_config(4096, 4096, 4096, 132, scale, promote).bn == 128
+    assert choose_fp8_config(8192, 8192, 8192, 132, "tensor", False).bn == 256   # fast: as is
 
 
 def test_promoted_tiles_pair_up_where_k_rows_are_ragged():

@@ -279,9 +279,12 @@ def _numba_t(d):
 # (config, scale mode, fast_accum)
 FORCED = [(OVERLAPPED[WIDE], "row", True), (OVERLAPPED[WIDE], "tensor", True),
           (WIDE, "row", True), (TALL, "row", True), (OVERLAPPED[CLUSTER], "tensor", True),
-          (FP8_BLOCK[64], "block", False), (FP8_NARROW[128], "row", False),
+          (FP8_BLOCK[64], "block", False), (FP8_BLOCK[128], "block", False),
+          (FP8_NARROW[128], "row", False),
           (FP8_NARROW[64], "tensor", False),
-          (WgmmaConfig(128, stages=5, mma_pipe=0, cluster_m=2), "block", False)]
+          (WgmmaConfig(128, stages=5, mma_pipe=0, cluster_m=2), "block", False),
+          (WgmmaConfig(192, stages=5, mma_pipe=0, c_buffers=1), "block", False),
+          (WgmmaConfig(192, stages=5, mma_pipe=0, c_buffers=1), "tensor", False)]
 
 
 @pytest.mark.parametrize("cfg, mode, fast", FORCED,

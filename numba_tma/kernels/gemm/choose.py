@@ -48,7 +48,10 @@ FP8_NARROW = {128: WgmmaConfig(128, stages=6, mma_pipe=0),
 #: take one C staging box per consumer warp (the promoting loop waits on its ring more than on
 #: its epilogue: docs/fp8.md).
 FP8_BLOCK = {128: WgmmaConfig(128, stages=6, mma_pipe=0, c_buffers=1),
-             64: WgmmaConfig(64, stages=8, mma_pipe=0, c_buffers=1)}
+             64: WgmmaConfig(64, stages=8, mma_pipe=0, c_buffers=1),
+             # 128 x 192 tiles: one slice's product beside the accumulators (.scales'
+             # serial_promoting_mainloop), for promoted accumulation too; five slots fit
+             192: WgmmaConfig(192, stages=5, mma_pipe=0, c_buffers=1)}
 #: The promoted 128 x 128 configs in 2-CTA clusters that multicast B, for K whose rows are not
 #: whole 128-byte lines (each box row then straddles two: docs/fp8.md).
 FP8_PAIRS = {"block": FP8_BLOCK[128].replace(cluster_m=2),
@@ -99,14 +102,18 @@ def choose_fp8_config(m, n, k, sms, scale, promote=False):
     choose_config's, its one-block-per-tile narrow tiles replaced by persistent ones
     (:data:`FP8_NARROW`); block scales (:data:`FP8_BLOCK`) and promoted accumulation
     (``promote``) take 128 x 128 tiles, in 2-CTA clusters where K is not a multiple of 128 and
-    the row tiles pair up (:data:`FP8_PAIRS`), or 128 x 64 where those give fewer than half the
-    SMs a tile."""
+    the row tiles pair up (:data:`FP8_PAIRS`), or 128 x 192 where those take no more of each
+    SM's time (rounds of the SMs times the tile's work: at most two thirds of 128 x 128's
+    rounds), or 128 x 64 where 128 x 128 tiles give fewer than half the SMs a tile."""
     if scale == "block" or promote:
         row_tiles = math.ceil(m / BM)
         bn = 128 if row_tiles * math.ceil(n / 128) >= sms // 2 else 64
         # an odd count leaves one CTA of a pair idle: measured slower than single CTAs
         if bn == 128 and k % 128 and row_tiles % 2 == 0:
             return FP8_PAIRS["block" if scale == "block" else "promoted"]
+        if bn == 128 and 3 * waves(m, n, FP8_BLOCK[192], sms) <= 2 * waves(m, n, FP8_BLOCK[128],
+                                                                             sms):
+            return FP8_BLOCK[192]
         return (FP8_BLOCK if scale == "block" else FP8_NARROW)[bn]
     cfg = choose_config(m, n, k, sms)
     return cfg if cfg.persistent else FP8_NARROW[cfg.bn]

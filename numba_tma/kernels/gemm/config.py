@@ -213,18 +213,19 @@ class WgmmaConfig:
 
     def check_spec(self, spec):
         """Raise ValueError where this config cannot run ``spec``: fp8 runs persistent only,
-        and a promoting main loop (block scales) one m64 half per consumer, ``bn`` dividing
-        128, ``mma_pipe=0``."""
+        and a promoting main loop (block scales) one m64 half per consumer, ``bn`` 64, 128 or
+        192, ``mma_pipe=0``."""
         if (spec.scale or spec.promote) and not is_fp8(spec.in_kind):
             raise ValueError(f"scale={spec.scale!r}, promote={spec.promote} are for fp8 "
                              f"inputs; in_kind is {spec.in_kind!r}")
         if is_fp8(spec.in_kind) and not self.persistent:
             raise ValueError(f"{self!r}: fp8 GEMMs run persistent (persistent=True)")
-        if spec.promoted and (self.bm != BM or 128 % self.bn or self.mma_pipe != 0):
+        if spec.promoted and (self.bm != BM or self.bn not in (64, 128, 192)
+                              or self.mma_pipe != 0):
             raise ValueError(f"{self!r}: block scales and promoted accumulation need "
-                             f"bm={BM}, bn = 64 or 128 (one N block of B's scales per tile; "
-                             f"two slices' products beside the accumulators) and mma_pipe=0 "
-                             f"(the promoting main loop pipelines its own wgmma groups)")
+                             f"bm={BM}, bn = 64, 128 (two slices' products beside the "
+                             f"accumulators) or 192 (one) and mma_pipe=0 (the promoting main "
+                             f"loop pipelines its own wgmma groups)")
         if spec.epilogue is not None and spec.epilogue.aux:
             _need(not self.overlap_epilogue,
                   f"{self!r}: an epilogue with an auxiliary output (aux=) needs "

@@ -51,9 +51,9 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
                     whole)
     bk = slice_k(spec.in_kind)
     issue_slot = slice_loader(cfg.bm, cfg.bn, CM, spec.a_kmajor, spec.b_kmajor, bk=bk)
-    R = ring(S, P.STAGE_BYTES, issue_slot, CM)
-    NBARS = 2 * S + CONSUMER_WARPS
     BLOCK = spec.scale == "block"
+    R = ring(S, P.STAGE_BYTES, issue_slot, CM, two_b=BLOCK and cfg.bn > BLOCK_K)
+    NBARS = 2 * S + CONSUMER_WARPS
     return Parts(P=P, R=R, S=S, BK=bk, SCALED=bool(spec.scale), BLOCK=BLOCK,
                  EPI=spec.epilogue, NBARS=NBARS,
                  # (with block scales, each slot's scales after the barriers)
@@ -169,9 +169,11 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
                         if rows_in <= 0:
                             rows_in = 4
                             srow = sa.shape[1] - 4
+                        nb = col0 // BLOCK_K        # (and the next, clamped: 128 x 192 tiles)
                         s, passes = load_tile_scaled(a_map, b_map, tiles, full, empty, row0,
                                                      col0, rank, 0, num_k, s, passes,
-                                                     scale_rows()[0], sb[col0 // BLOCK_K],
+                                                     scale_rows()[0], sb[nb],
+                                                     sb[min(nb + 1, sb.shape[0] - 1)],
                                                      sa[:, srow], (rows_in * 4 + 15) // 16 * 16)
                     else:
                         s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,

@@ -9,7 +9,8 @@ Each consumer warpgroup computes its m64 half (or halves) of every tile of the b
 
 fp8 (:mod:`.scales`): per-tensor scales fold into alpha, per-row/column ones multiply the
 finished accumulators, and block scales (or ``spec.promote``) take the promoting main loop,
-whose slices' partial products are added into the accumulators (times their block scales).
+whose slices' partial products are added into the accumulators (times their block scales): two
+slices' products in turn at 128 x 128 or 128 x 64, one at 128 x 192 (``bn > BLOCK_K``).
 """
 
 import functools
@@ -21,7 +22,8 @@ from ..._bridge import inline_device
 from .config import CONSUMER_THREADS, CONSUMER_WARPS
 from .epilogue import staged_epilogue
 from .frame import persistent_kernel, persistent_parts
-from .scales import BLOCK_K, promoting_mainloop, rowcol_scaler, tensor_alpha, thread_row
+from .scales import (BLOCK_K, promoting_mainloop, rowcol_scaler, serial_promoting_mainloop,
+                     tensor_alpha, thread_row)
 
 __all__ = ["kernel"]
 
@@ -38,9 +40,14 @@ def kernel(cfg, spec):
     SCALE, TM = spec.scale, cfg.bm
     scale_tile = rowcol_scaler(NACC, F.P.HALVES)
     PROMOTE = spec.promoted
+    SERIAL = cfg.bn > BLOCK_K           # 128 x 192: one slice's product beside the accumulators
     if PROMOTE:
-        assert BLOCK_K % cfg.bn == 0 and F.P.HALVES == 1 and cfg.mma_pipe == 0
-        mma_promoted = promoting_mainloop(F.P, F.R, SCALE == "block")
+        assert F.P.HALVES == 1 and cfg.mma_pipe == 0
+        assert BLOCK_K % cfg.bn == 0 or cfg.bn == 192
+        if SERIAL:
+            mma_serial = serial_promoting_mainloop(F.P, F.R, SCALE == "block")
+        else:
+            mma_promoted = promoting_mainloop(F.P, F.R, SCALE == "block")
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
@@ -64,7 +71,12 @@ def kernel(cfg, spec):
             row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
             unit += nclusters
             r = thread_row(row0, cw, lane, TM)
-            if PROMOTE:
+            if PROMOTE and SERIAL:
+                # (B's second N block starts at column 128 of an even tile column, 64 of an odd)
+                s, passes = mma_serial(acc, part, tiles, full, empty, c, lane, 0, num_k, s,
+                                       passes, scale_rows()[0], r - row0,
+                                       BLOCK_K - col0 % BLOCK_K)
+            elif PROMOTE:
                 s, passes = mma_promoted(acc, part, part2, tiles, full, empty, c, lane, 0, num_k, s,
                                          passes, scale_rows()[0], r - row0)
             else:

@@ -22,8 +22,9 @@ The dynamic shared memory starts with the barriers (:func:`shared_views`): the `
 ``S`` empty slot barriers, one per consumer warp for C's loads (``cbar``), then a variant's own;
 a block-scaled fp8 GEMM's then has, from the next 16-byte boundary, ``SLOT_SCALES`` float32 per
 slot (:func:`scale_rows`): A's scales of the slice's rows and the 16 bytes of B's that hold the
-slice's, which its producer bulk-copies beside the tiles, completing on the slot's ``full``
-barrier (the consumers read the scales from shared memory, not through loads in their loop).
+slice's (of two N blocks' for a 128 x 192 tile), which its producer bulk-copies beside the
+tiles, completing on the slot's ``full`` barrier (the consumers read the scales from shared
+memory, not through loads in their loop).
 The ring starts at the first 1024-byte boundary after them (the 128B swizzle's period).
 """
 
@@ -44,7 +45,8 @@ BK = 64                      # K per slice: one swizzle row of a K-major operand
 ATOM = 64                    # elements in one swizzled row: a K x 64 box of an M/N-major operand
 ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
 SCALE_ROWS = 128             # A's scales per slot: the rows of a block-scaled tile (bm)
-SLOT_SCALES = SCALE_ROWS + 4  # ... then the 16 bytes of B's scales that hold the slice's
+SLOT_SCALES = SCALE_ROWS + 8  # ... then the 16 bytes of B's scales that hold the slice's, of
+#                               the tile's N block and (128 x 192 tiles) of the next
 
 
 @functools.cache
@@ -157,7 +159,7 @@ def scale_rows(stages, c_bars, extra_bars=0):
     """``rows()``: ``(r,)``, ``r`` the ``stages * SLOT_SCALES`` float32 after the barriers
     (from a 16-byte boundary): slot ``s``'s A scales at ``r[s * SLOT_SCALES:]``, one per row of
     the tile, then the four B scales of K blocks ``kt & ~3 ..`` (of slice ``kt`` in the slot)
-    at ``r[s * SLOT_SCALES + SCALE_ROWS:]``."""
+    at ``r[s * SLOT_SCALES + SCALE_ROWS:]``, and (128 x 192 tiles) the next N block's four."""
     first = _scale_rows_offset(stages, c_bars, extra_bars) // 4
     count = SLOT_SCALES * stages
 
@@ -184,10 +186,11 @@ def barrier_setup(stages, empty_arrivals, c_bars):
 
 
 @functools.cache        # one set of device functions for every kernel that shares them
-def ring(stages, stage_bytes, issue_slot, ctas):
+def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
     """The ring protocol of ``stages`` slots of ``stage_bytes``, filled by ``issue_slot`` (a
     :func:`slice_loader`) and released to the producers of ``ctas`` CTAs; see the module's
-    docstring. Returns a namespace of device functions."""
+    docstring. ``two_b``: a block-scaled tile spans two N blocks of B's scales (128 x 192
+    tiles). Returns a namespace of device functions."""
     S = stages
     release = slot_release(ctas)
 
@@ -237,26 +240,32 @@ def ring(stages, stage_bytes, issue_slot, ctas):
 
     @inline_device
     def load_tile_scaled(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes,
-                         rows, b_scales, a_scales, row_bytes):
+                         rows, b_scales, b_scales2, a_scales, row_bytes):
         # load_tile, each slice's block scales bulk-copied into its slot on the slot's full
         # barrier (whose phase then also waits for them): ``row_bytes`` (a multiple of 16) of
         # A's from a_scales[kt] (a column of the K-block-by-row scales: the tile's first row
         # of each K block) and the 16 bytes of b_scales (B's of the tile's N block, K blocks
-        # contiguous) that hold b_scales[kt]. Each view is moved on by an add per slice rather
-        # than indexed by a multiply.
+        # contiguous) that hold b_scales[kt], and (two_b) of b_scales2 (the next N block's).
+        # Each view is moved on by an add per slice rather than indexed by a multiply.
         a_scales = tail(a_scales, kt0)
         b_scales = tail(b_scales, kt0 - (kt0 & 3))
+        b_scales2 = tail(b_scales2, kt0 - (kt0 & 3))
+        b_bytes = 32 if two_b else 16
         for kt in range(kt0, kt1):
             producer_acquire(empty, s, passes)
             bar = tail(full, s)
             slot = tail(rows, s * SLOT_SCALES)
-            mbarrier.expect_tx(bar, row_bytes + 16)    # (before the commit's arrive completes it)
+            # (before the commit's arrive completes it)
+            mbarrier.expect_tx(bar, row_bytes + b_bytes)
             bulk.copy_global_to_shared(slot, a_scales, row_bytes, bar)
             bulk.copy_global_to_shared(tail(slot, SCALE_ROWS), b_scales, 16, bar)
+            if two_b:
+                bulk.copy_global_to_shared(tail(slot, SCALE_ROWS + 4), b_scales2, 16, bar)
             producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
             a_scales = tail(a_scales, 1)
             if (kt & 3) == 3:
                 b_scales = tail(b_scales, 4)
+                b_scales2 = tail(b_scales2, 4)
             s, passes = next_slot(s, passes)
         return s, passes
 

@@ -16,11 +16,13 @@ The kernel takes the scales as two float32 2-D arrays ``sa``, ``sb`` (any stride
   accumulators times ``sa * sb`` (:func:`promoting_mainloop`): the two-level accumulation that
   keeps a long K's sum at fp32 precision. The producer bulk-copies each slice's scales into its
   slot beside the tiles, completing on the slot's ``full`` barrier (:func:`.ring.scale_rows`):
-  A's of the tile's 128 rows, and the 16 bytes of B's row ``nb`` that hold the slice's (a tile's
-  columns lie in one N block, ``bn`` dividing 128; the kernel takes B's scales with each N
+  A's of the tile's 128 rows, and the 16 bytes of B's row ``nb`` that hold the slice's (a
+  tile's columns lie in one N block where ``bn`` divides 128; a 128 x 192 tile's span two, and
+  the producer copies the next row's 16 bytes too; the kernel takes B's scales with each N
   block's K blocks contiguous, in whole 16 bytes: ``matmul_fp8`` passes ``scale_b`` itself
   where it has that layout, else a copy). The consumers read them from shared memory: loads
-  from global memory in their loop stalled it on global memory's latency.
+  from global memory in their loop stalled it on global memory's latency. A 128 x 192 tile's
+  consumer holds one slice's product, not two (:func:`serial_promoting_mainloop`).
 
 Row and column indices past M or N are clamped to the last one: those rows and columns of C are
 never stored, and the clamp keeps every load inside the scale arrays.
@@ -38,7 +40,8 @@ from .mainloop import zeroing
 from .ring import SCALE_ROWS, SLOT_SCALES
 
 __all__ = ["SCALE_MODES", "BLOCK_K", "thread_row", "tensor_alpha", "rowcol_scaler",
-           "rowcol_packer", "promoting_mainloop", "stage_scales", "stage_grid"]
+           "rowcol_packer", "promoting_mainloop", "serial_promoting_mainloop", "stage_scales",
+           "stage_grid"]
 
 SCALE_MODES = ("tensor", "row", "block")
 BLOCK_K = 128           # K (and N, for B) per block scale: one fp8 ring slice
@@ -233,6 +236,77 @@ def promoting_mainloop(parts, ring, scaled):
             retire(acc, part2, empty, lane, ps, f, 0)
         else:
             retire(acc, part, empty, lane, ps, f, 0)
+        return s, passes
+
+    return mma_tile
+
+
+@functools.cache
+def serial_promoting_mainloop(parts, ring, scaled):
+    """The two-level accumulation of 128 x 192 tiles, whose 96 accumulators per thread leave
+    room for one slice's partial product, not two: ``mma_tile(acc, part, tiles, full, empty, c,
+    lane, kt0, kt1, s, passes, rows, lr, split)``, a consumer's product over K slices
+    ``kt0..kt1`` of one tile (one m64 half), in DeepGEMM's order: issue a slice's wgmma group
+    into ``part``, read its scales from the slot under it, wait for it, release the slot (every
+    lane, after its reads), add it into ``acc``. The other consumer's wgmmas keep the tensor
+    cores busy meanwhile. A tile's 192 columns span two N blocks of B's scales, whose second
+    starts at column ``split`` (64 or 128; n8 tiles before it take B's first scale, the rest the
+    second): B's scales are at ``SCALE_ROWS + kt % 4`` and ``SCALE_ROWS + 4 + kt % 4`` of the
+    slot (:func:`.ring.scale_rows`). Returns the ring position.
+    """
+    NACC = parts.NACC
+    zero = zeroing(NACC)
+    assert parts.HALVES == 1
+    mma_issue = parts.mma_issue
+    consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
+    next_slot = ring.next_slot
+
+    def promoter(split):
+        first = split // 8 * 4            # accumulators in the n8 tiles before the split
+
+        @inline_device
+        def promote(acc, part, a0, a1, b0, b1):
+            f00 = a0 * b0
+            f10 = a1 * b0
+            f01 = a0 * b1
+            f11 = a1 * b1
+            for i in range(first):
+                if i & 2:
+                    acc[i] += f10 * part[i]
+                else:
+                    acc[i] += f00 * part[i]
+            for i in range(first, NACC):
+                if i & 2:
+                    acc[i] += f11 * part[i]
+                else:
+                    acc[i] += f01 * part[i]
+        return promote
+
+    promote_64, promote_128 = promoter(64), promoter(128)
+
+    @inline_device
+    def mma_tile(acc, part, tiles, full, empty, c, lane, kt0, kt1, s, passes, rows, lr, split):
+        zero(acc)
+        for kt in range(kt0, kt1):
+            consumer_wait(full, s, passes)
+            mma_issue(part, tiles, s, c, True)
+            one = np.float32(1)
+            a0, a1, b0, b1 = one, one, one, one
+            if scaled:
+                a = tail(rows, s * SLOT_SCALES + lr)
+                b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & 3))
+                a0, a1, b0, b1 = a[0], a[8], b[0], b[4]
+            wgmma.wait_group(0)
+            wgmma.fence_operand(part, NACC)
+            if scaled:
+                consumer_release(empty, s)
+            elif lane == 0:
+                consumer_release(empty, s)
+            if split == 64:
+                promote_64(acc, part, a0, a1, b0, b1)
+            else:
+                promote_128(acc, part, a0, a1, b0, b1)
+            s, passes = next_slot(s, passes)
         return s, passes
 
     return mma_tile
