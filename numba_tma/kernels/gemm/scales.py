@@ -139,6 +139,14 @@ def stage_grid(rows, kb):
     return ((rows + STAGE_THREADS - 1) // STAGE_THREADS, min(kb, 65535), 1), (STAGE_THREADS, 1, 1)
 
 
+def _loop_parts(parts, ring):
+    # What a promoting main loop takes from the wgmma parts (one m64 half per consumer) and the
+    # ring.
+    assert parts.HALVES == 1
+    return (parts.NACC, zeroing(parts.NACC), parts.mma_issue, ring.consumer_wait,
+            ring.consumer_release, ring.next_slot)
+
+
 @functools.cache
 def promoting_mainloop(parts, ring, scaled):
     """Two-level accumulation: ``mma_tile(acc, part, part2, tiles, full, empty, c, lane, kt0,
@@ -152,12 +160,7 @@ def promoting_mainloop(parts, ring, scaled):
     the slot's group retired.
     Returns the ring position.
     """
-    NACC = parts.NACC
-    zero = zeroing(NACC)
-    assert parts.HALVES == 1
-    mma_issue = parts.mma_issue
-    consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
-    next_slot = ring.next_slot
+    NACC, zero, mma_issue, consumer_wait, consumer_release, next_slot = _loop_parts(parts, ring)
 
     @inline_device
     def slice_scales(rows, s, lr, kt):
@@ -254,12 +257,7 @@ def serial_promoting_mainloop(parts, ring, scaled):
     second): B's scales are at ``SCALE_ROWS + kt % 4`` and ``SCALE_ROWS + 4 + kt % 4`` of the
     slot (:func:`.ring.scale_rows`). Returns the ring position.
     """
-    NACC = parts.NACC
-    zero = zeroing(NACC)
-    assert parts.HALVES == 1
-    mma_issue = parts.mma_issue
-    consumer_wait, consumer_release = ring.consumer_wait, ring.consumer_release
-    next_slot = ring.next_slot
+    NACC, zero, mma_issue, consumer_wait, consumer_release, next_slot = _loop_parts(parts, ring)
 
     def promoter(split):
         first = split // 8 * 4            # accumulators in the n8 tiles before the split
