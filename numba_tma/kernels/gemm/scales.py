@@ -139,6 +139,30 @@ def stage_grid(rows, kb):
     return ((rows + STAGE_THREADS - 1) // STAGE_THREADS, min(kb, 65535), 1), (STAGE_THREADS, 1, 1)
 
 
+@functools.cache
+def _promoter(nacc, first):
+    """``promote(acc, part, a0, a1, b0, b1)``: ``acc[i] += part[i]`` times its row's A scale
+    (``a0``; ``a1`` for accumulators ``i & 2``, the row 8 below) and its column's B scale
+    (``b0`` for the accumulators before ``first``, ``b1`` from there on)."""
+    @inline_device
+    def promote(acc, part, a0, a1, b0, b1):
+        f00 = a0 * b0
+        f10 = a1 * b0
+        f01 = a0 * b1
+        f11 = a1 * b1
+        for i in range(first):
+            if i & 2:
+                acc[i] += f10 * part[i]
+            else:
+                acc[i] += f00 * part[i]
+        for i in range(first, nacc):
+            if i & 2:
+                acc[i] += f11 * part[i]
+            else:
+                acc[i] += f01 * part[i]
+    return promote
+
+
 def _loop_parts(parts, ring):
     # What a promoting main loop takes from the wgmma parts (one m64 half per consumer) and the
     # ring.
@@ -172,19 +196,12 @@ def promoting_mainloop(parts, ring, scaled):
         one = np.float32(1)
         return one, one, one
 
+    promote_scaled = _promoter(NACC, NACC)
+
     @inline_device
     def promote(acc, part, f):
-        if scaled:
-            f0 = f[0] * f[2]
-            f1 = f[1] * f[2]
-            for i in range(NACC):
-                if i & 2:
-                    acc[i] += f1 * part[i]
-                else:
-                    acc[i] += f0 * part[i]
-        else:
-            for i in range(NACC):
-                acc[i] += part[i]
+        # (without scales f is ones, and each multiply folds away: an FADD per accumulator)
+        promote_scaled(acc, part, f[0], f[1], f[2], f[2])
 
     @inline_device
     def retire(acc, older, empty, lane, ps, f, pending):
@@ -259,28 +276,8 @@ def serial_promoting_mainloop(parts, ring, scaled):
     """
     NACC, zero, mma_issue, consumer_wait, consumer_release, next_slot = _loop_parts(parts, ring)
 
-    def promoter(split):
-        first = split // 8 * 4            # accumulators in the n8 tiles before the split
-
-        @inline_device
-        def promote(acc, part, a0, a1, b0, b1):
-            f00 = a0 * b0
-            f10 = a1 * b0
-            f01 = a0 * b1
-            f11 = a1 * b1
-            for i in range(first):
-                if i & 2:
-                    acc[i] += f10 * part[i]
-                else:
-                    acc[i] += f00 * part[i]
-            for i in range(first, NACC):
-                if i & 2:
-                    acc[i] += f11 * part[i]
-                else:
-                    acc[i] += f01 * part[i]
-        return promote
-
-    promote_64, promote_128 = promoter(64), promoter(128)
+    # (accumulators 4t..4t+3 are n8 tile t's: a split at column 64 or 128 is accumulator 32 or 64)
+    promote_64, promote_128 = _promoter(NACC, 64 // 8 * 4), _promoter(NACC, 128 // 8 * 4)
 
     @inline_device
     def mma_tile(acc, part, tiles, full, empty, c, lane, kt0, kt1, s, passes, rows, lr, split):
