@@ -284,8 +284,8 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     ``_arrays.stream_ordered_array``;
     ``numba_tma.release_outputs()`` frees the recycled blocks).
     ``config`` forces a kernel: a :class:`~numba_tma.kernels.gemm.WgmmaConfig` (the wgmma
-    GEMM, chosen per shape when None; the ladders' ``StreamKConfig`` and ``PingPongConfig``
-    are such configs too) or a :class:`~numba_tma.kernels.gemm.GemmConfig` (the mma.sync
+    GEMM, chosen per shape when None; ``kernels.gemm.stream_k.StreamKConfig`` and the ladder's
+    ``PingPongConfig`` are such configs too) or a :class:`~numba_tma.kernels.gemm.GemmConfig` (the mma.sync
     rung). Needs an sm_90 GPU.
 
     Streams: runs asynchronously on ``stream`` (a ``torch.cuda.Stream``, CuPy or numba stream,
@@ -485,13 +485,14 @@ def matmul_kernels():
     Each launcher returns ``out`` (allocated when None) and has a ``kind``: ``"shipped"`` (in
     :mod:`numba_tma.kernels.gemm`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile,
     the persistent kernel ``matmul()`` runs, its 2-CTA cluster form and its 256 x 128 tiles,
-    and the ``mma.sync`` ``GemmConfig`` rung) or ``"ladder"`` (in :mod:`numba_tma.ladders`:
-    the stream-K and ping-pong wgmma GEMMs, forced through ``matmul()``'s config as the
-    shipped rungs are and validated like it; seed 004's SIMT fp32 GEMM, float32 operands only,
+    its stream-K form (which fp8 block scales choose), and the ``mma.sync`` ``GemmConfig``
+    rung) or ``"ladder"`` (in :mod:`numba_tma.ladders`: the ping-pong wgmma GEMM, forced
+    through ``matmul()``'s config as the shipped rungs are and validated like it; seed 004's SIMT fp32 GEMM, float32 operands only,
     and seed 002's one-warp rungs, 16 x 16 float16 operands only, each checking its own
     operands); its ``module`` names the module of the kernel's config (or function).
     """
-    from .ladders import gemm_pingpong, gemm_stream_k, simt_gemm, warp_gemm
+    from .kernels.gemm.stream_k import StreamKConfig
+    from .ladders import gemm_pingpong, simt_gemm, warp_gemm
 
     def forced(cfg):
         def launch(a, b, out=None, stream=None):
@@ -514,7 +515,7 @@ def matmul_kernels():
         "wgmma_persistent_c2": forced(WgmmaConfig(cluster_m=2)),
         "wgmma_persistent_m256": forced(choose.TALL),
         "mma_sync": forced(GemmConfig()),
-        "wgmma_stream_k": forced(gemm_stream_k.StreamKConfig()),
+        "wgmma_stream_k": forced(StreamKConfig()),
         "wgmma_pingpong": forced(gemm_pingpong.PingPongConfig(128, stages=6)),
         "simt_fp32": seed(simt_gemm.simt_gemm),
         **{f"warp16_{rung}": seed(fn) for rung, fn in warp_gemm.LADDER.items()},

@@ -10,21 +10,23 @@ import pytest
 
 from numba_tma import NoGPUError, matmul, matmul_fp8, operands
 from numba_tma.kernels.gemm import KernelSpec, WgmmaConfig
-from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_NARROW, OVERLAPPED, TALL, WIDE,
-                                           choose_fp8_config)
-from numba_tma.kernels.gemm.config import SIGNATURE
-from sass_checks import skip_on_mlir
+from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_BLOCK_SPLIT, FP8_NARROW, OVERLAPPED,
+                                           TALL, WIDE, choose_fp8_config)
+from sass_checks import on_mlir, skip_on_mlir
 
 BASE, MB = 1 << 40, 1 << 20
 offline = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
                              reason="offline compilation needs the real CUDA target")
-SCALED_SIGNATURE = SIGNATURE[:-1] + ", float32[:, :], float32[:, :])"
 
 
 def _compile(cfg, spec):
+    from numba_tma._frontend import types
+    from numba_tma.kernels.gemm.plan import ARGTYPES, SCALE_ARGTYPES
     from numba_tma.offline import compile_kernel
 
-    return compile_kernel(cfg.kernel(spec), SCALED_SIGNATURE if spec.scale else SIGNATURE)
+    # (the parameters the launch packs: a stream-K config's workspace after the scales)
+    argtypes = ARGTYPES + (SCALE_ARGTYPES if spec.scale else ()) + cfg.extra_argtypes
+    return compile_kernel(cfg.kernel(spec), types.void(*argtypes))
 
 
 KERNELS = [
@@ -35,6 +37,7 @@ KERNELS = [
     (FP8_BLOCK[128], KernelSpec(True, True, "e4m3_e5m2", "bf16", False, "block"), 128),
     (FP8_BLOCK[192], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block"), 192),
     (FP8_BLOCK[192], KernelSpec(True, True, "e5m2_e4m3", "f16", False, "tensor", True), 192),
+    (FP8_BLOCK_SPLIT, KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block"), 192),
     (FP8_NARROW[64], KernelSpec(True, True, "e5m2_e5m2", "f32", True, "row", True), 64),
     (FP8_NARROW[128], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "", True), 128),
 ]
@@ -46,6 +49,8 @@ KERNELS = [
 def test_fp8_kernels_sass(cfg, spec, n):
     if cfg.overlap_epilogue and spec.scale == "row":
         skip_on_mlir("the overlapped epilogue with row scales spills 16 bytes")
+    if cfg.stream_k:
+        skip_on_mlir("the stream-K kernels spill")
     kb = _compile(cfg, spec)
     a, b = spec.in_kind.upper().split("_")
     assert kb.count(f"QGMMA.64x{n}x32.F32.{a}.{b}") >= 4 and not kb.has("HGMMA")
@@ -58,8 +63,10 @@ def test_fp8_kernels_sass(cfg, spec, n):
     if spec.scale == "block":
         # one fp32 FMA per accumulator and slice: 64 x 128 per consumer warpgroup = 64 each
         assert kb.count("FFMA") >= cfg.bn // 2
-        # the producer bulk-copies the scales into the slots; nothing else loads them
-        assert kb.has("UBLKCP.S.G") and not kb.has("LDGSTS") and not kb.has("LDG.E")
+        # the producer bulk-copies the scales into the slots; nothing else loads them (but
+        # stream-K's fix-up, the partials from the workspace)
+        assert kb.has("UBLKCP.S.G") and not kb.has("LDGSTS")
+        assert kb.has("LDG.E") == cfg.stream_k
     elif spec.promote:
         assert kb.count("FADD") >= cfg.bn // 2          # ... or an add, without scales
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D")
@@ -85,9 +92,25 @@ def test_promoted_tiles_widen_where_they_take_no_more_time():
     for scale, promote in [("block", False), ("tensor", True), ("row", True)]:
         assert choose_fp8_config(8192, 8192, 8192, 132, scale, promote) is FP8_BLOCK[192]
         assert choose_fp8_config(8192, 8192, 4096, 132, scale, promote) is FP8_BLOCK[192]
-        assert choose_fp8_config(4096, 7168, 16384, 132, scale, promote).bn == 128
+        if scale != "block":
+            assert choose_fp8_config(4096, 7168, 16384, 132, scale, promote).bn == 128
         assert choose_fp8_config(4096, 4096, 4096, 132, scale, promote).bn == 128
     assert choose_fp8_config(8192, 8192, 8192, 132, "tensor", False).bn == 256   # fast: as is
+
+
+def test_block_scales_split_the_last_round_where_it_pays():
+    # 128 x 192 tiles with stream-K where 9.21 rounds of them (4096 x 7168) or 5.33 (4096 x
+    # 4096) cost less than 128 x 128's 14 or 8 whole rounds; not where K is short (4096^3: the
+    # fix-up's share of a round grows), where the 192 tiles fill their rounds (8192^2), for
+    # promoted per-tensor scales (whose 128 x 128 kernel is as fast), nor on fewer SMs where
+    # 128 x 128 tiles fill whole rounds.
+    split = FP8_BLOCK[128] if on_mlir() else FP8_BLOCK_SPLIT    # (its build spills there)
+    assert choose_fp8_config(4096, 7168, 16384, 132, "block") is split
+    assert choose_fp8_config(4096, 4096, 7168, 132, "block") is split
+    assert choose_fp8_config(4096, 4096, 4096, 132, "block") is FP8_BLOCK[128]
+    assert choose_fp8_config(8192, 8192, 8192, 132, "block") is FP8_BLOCK[192]
+    assert choose_fp8_config(4096, 7168, 16384, 132, "tensor", True) is FP8_NARROW[128]
+    assert choose_fp8_config(4096, 4096, 7168, 128, "block") is FP8_BLOCK[128]   # 8 rounds
 
 
 def test_promoted_tiles_pair_up_where_k_rows_are_ragged():

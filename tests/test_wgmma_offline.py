@@ -616,13 +616,14 @@ def test_stream_k_schedule_covers_each_slice_once(blocks, tiles, num_k):
 
 def test_matmul_packs_the_kernels_parameters():
     # The launch packs the argument words of the signatures the kernels compile for.
-    from numba_tma._frontend import sigutils
+    from numba_tma._frontend import sigutils, types
 
-    from numba_tma.kernels.gemm import plan
+    from numba_tma.kernels.gemm import plan, stream_k
 
     for cfg in (WgmmaConfig(), GemmConfig(), StreamKConfig(), PingPongConfig(128)):
         argtypes = plan.ARGTYPES + cfg.extra_argtypes
         assert tuple(sigutils.normalize_signature(cfg.signature)[0]) == argtypes
     sk = StreamKConfig.extra_argtypes
-    assert sk[gemm_stream_k._WORKSPACE - len(plan.ARGTYPES)].dtype.name == "float32"
-    assert sk[gemm_stream_k._FLAGS - len(plan.ARGTYPES)].dtype.name == "uint32"
+    assert sk[stream_k._WORKSPACE].dtype.name == "float32"
+    assert sk[stream_k._FLAGS].dtype.name == "uint32"
+    assert sk[stream_k._DP_UNITS] == sk[stream_k._SK_ITERS] == types.int64

@@ -129,8 +129,9 @@ def uint_view_dtype(itemsize):
 
 
 def wgmma_config(text):
-    """``bn=128,cluster_m=2`` -> that ``WgmmaConfig``; ``pingpong`` -> the ping-pong ladder's
-    ``PingPongConfig(128, stages=6)`` (the benches' ``--config``)."""
+    """``bn=128,cluster_m=2`` -> that ``WgmmaConfig`` (with ``stream_k=true``, that
+    ``StreamKConfig``); ``pingpong`` -> the ping-pong ladder's ``PingPongConfig(128, stages=6)``
+    (the benches' ``--config``)."""
     if text.strip() == "pingpong":
         from numba_tma.ladders.gemm_pingpong import PingPongConfig
 
@@ -144,4 +145,8 @@ def wgmma_config(text):
             raise ValueError(f"{item!r} is not FIELD=VALUE")
         flag = {"true": True, "false": False}.get(value.strip().lower())
         fields[name.strip()] = int(value) if flag is None else flag
+    if fields.pop("stream_k", False):
+        from numba_tma.kernels.gemm.stream_k import StreamKConfig
+
+        return StreamKConfig(**fields)
     return WgmmaConfig(**fields)

@@ -19,6 +19,7 @@ from numba_tma import matmul
 from numba_tma.kernels.gemm import WgmmaConfig
 from numba_tma.kernels.gemm.choose import (CLUSTER, FP8_BLOCK, FP8_NARROW, OVERLAPPED, TALL,
                                            WIDE)
+from numba_tma.kernels.gemm.stream_k import StreamKConfig, stream_k_split
 
 torch = pytest.importorskip("torch")
 
@@ -296,6 +297,65 @@ def test_forced_configs_exact(cfg, mode, fast, shape):
     a, b, sa, sb = problem(*shape, mode=mode)
     got = run(a, b, sa, sb, "bf16", config=cfg, fast_accum=fast)
     assert_exact(got, reference(a, b, sa, sb), "bf16")
+
+
+SK192 = StreamKConfig(192, stages=5, mma_pipe=0, c_buffers=1)
+
+
+def sm_count():
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def split_shape(ways):
+    """An fp8 problem whose 128 x 192 tiles leave a part-filled last round: "two" (about 1.5
+    rounds, each split tile shared by about two blocks) or "many" (SMs + 2 tiles: each of the
+    two split tiles shared by about half of the blocks). Not tile multiples; K not a multiple
+    of 128 either, so the last K block is partial."""
+    g = sm_count()
+    if ways == "two":
+        tiles_n = math.ceil((g + g // 2) / 12)
+        return 12 * 128 - 24, tiles_n * 192 - 56, 40 * 128 - 16
+    return (g + 2) * 128 - 40, 152, (2 * g + 6) * 128 - 16
+
+
+@pytest.mark.parametrize("mode", ["block", "tensor", "row"])
+@pytest.mark.parametrize("ways", ["two", "many"])
+def test_stream_k_split_is_exact(ways, mode):
+    """The promoted kernel with stream-K (128 x 192): the split tiles' partial sums (with their
+    block scales) meet exactly, launch after launch (each lowers the flags it raised), on two
+    streams."""
+    m, n, k = split_shape(ways)
+    tiles = math.ceil(m / 128) * math.ceil(n / 192)
+    assert stream_k_split(tiles, min(tiles, sm_count()), math.ceil(k / 128))[1] > 0
+    a, b, sa, sb = problem(m, n, k, mode=mode)
+    ref = reference(a, b, sa, sb)
+    for _ in range(2):
+        assert_exact(run(a, b, sa, sb, "f32", config=SK192), ref, "f32")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        got = run(a, b, sa, sb, "bf16", config=SK192)
+    assert_exact(got, ref, "bf16")
+
+
+def test_stream_k_captured_on_a_new_stream_runs_unsplit():
+    """A graph captured on a stream that has no stream-K workspace yet (torch.cuda.graph's own
+    stream) holds the launch with every tile whole, and replays exact."""
+    m, n, k = split_shape("two")
+    a, b, sa, sb = problem(m, n, k, mode="block")
+    c = poisoned(m, n, "f32")
+    matmul(a, b, c, scale_a=sa, scale_b=sb, config=SK192)     # planned before the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        matmul(a, b, c, scale_a=sa, scale_b=sb, config=SK192)
+    for _ in range(2):
+        a2, b2, sa2, sb2 = problem(m, n, k, mode="block")
+        for dst, src in ((a, a2), (b, b2), (sa, sa2), (sb, sb2)):
+            dst.copy_(src)
+        c.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert_exact(c, reference(a, b, sa, sb), "f32")
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m or "unscaled")

@@ -247,12 +247,14 @@ class WgmmaConfig:
     signature = SIGNATURE
     #: mbarriers a variant adds after the ring's and the epilogue's
     extra_barriers = 0
+    #: whether the last round's tiles are split along K (:class:`.stream_k.StreamKConfig`)
+    stream_k = False
 
     def launch_extras(self, tiles, grid, num_k):
         """``(args, per_stream)``: the values of ``extra_argtypes`` for a launch of ``grid``
         blocks over ``tiles`` tiles of ``num_k`` K slices, and ``per_stream(ctx, stream)``
-        giving ``{position: device pointer}`` to set before a launch on another stream (or
-        None)."""
+        giving ``{i: value}`` (a device pointer where ``extra_argtypes[i]`` is an array) to set
+        before a launch on another stream (or None)."""
         return (), None
 
     def _fields_text(self):

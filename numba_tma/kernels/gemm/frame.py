@@ -33,6 +33,7 @@ from .ring import (SCALE_ROWS, Parts, ring, scale_rows, scale_rows_end, shared_v
                    slice_loader)
 from .scales import BLOCK_K
 from .scheduler import cluster_place, raster
+from .stream_k import stream_k_parts
 
 __all__ = ["persistent_parts", "persistent_kernel", "kernel_entry"]
 
@@ -89,14 +90,8 @@ def _no_barriers(extra):
     pass
 
 
-@inline_device
-def _nothing_more(a_map, b_map, tiles, full, empty, cid, nclusters, dp_units, sk_iters, num_k,
-                  tiles_m, tiles_n, rank, s, passes):
-    return s, passes
-
-
 def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_extra=None,
-                      produce_more=None, stream_k=False):
+                      stream_k=False):
     """The ``@cuda.jit`` persistent kernel of ``cfg`` from the variant's parts ``F``
     (:func:`persistent_parts`; the frame takes only the ring, the raster and the shared-memory
     layout of them, the same for every ``whole`` and ``turns``) around the variant's
@@ -107,13 +102,13 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     ``cid, cid + nclusters, ...`` below ``dp_units``.
 
     ``empty_arrivals``: consumer warps of one CTA that release each slot; ``init_extra(extra)``:
-    the barrier thread's set-up of the variant's ``cfg.extra_barriers``; ``produce_more``: the
-    producer's loads after the whole tiles (as ``_nothing_more``); ``stream_k``: the kernel
-    also takes ``(ws, flags, dp_units, sk_iters)``, a workspace, flags and the split (else
-    every unit is taken whole). With ``F.SCALED`` the kernel takes fp8 scales ``(sa, sb)``
-    after beta (:mod:`.scales`); else ``consume`` gets None for them. With ``F.EPI`` it takes
-    the user epilogue's arguments last, which ``consume`` gets as the tuple ``ep`` (else
-    None)."""
+    the barrier thread's set-up of the variant's ``cfg.extra_barriers``; ``stream_k``: the
+    kernel also takes ``(ws, flags, dp_units, sk_iters)``, a workspace, flags and the split
+    (:mod:`.stream_k`; else every unit is taken whole), and the producer loads the block's
+    share of the split tiles' slices after its whole tiles. With ``F.SCALED`` the kernel takes
+    fp8 scales ``(sa, sb)`` after beta (:mod:`.scales`; before the stream-K parameters); else
+    ``consume`` gets None for them. With ``F.EPI`` it takes the user epilogue's arguments last,
+    which ``consume`` gets as the tuple ``ep`` (else None)."""
     S, CM, NBUF = cfg.stages, cfg.cluster_m, cfg.c_buffers
     BAR_BYTES, RING_BYTES = F.BAR_BYTES, F.RING_BYTES
     views, tile_origin = F.views, F.tile_origin
@@ -124,10 +119,33 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     meet_all = meet(CM)
     place = cluster_place(CM)
     init_extra = init_extra or _no_barriers
-    produce_more = produce_more or _nothing_more
     SK = stream_k
     BK, SCALED = F.BK, F.SCALED
-    assert not (SK and SCALED)
+    if SK:
+        assert CM == 1
+        walk = stream_k_parts(F.P.NACC)
+        share, segment = walk.share, walk.segment
+
+    @inline_device
+    def produce_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes, m,
+                     sa, sb):
+        # K slices kt0..kt1 of the tile at (row0, col0) into the ring (with block scales, each
+        # slice's beside it).
+        if BLOCK:
+            # (sa: A's scales K block by row, rows padded to whole 16 bytes; a cluster's second
+            # CTA holds a tile past M where the row tiles are odd in number: it copies the last
+            # 16 bytes of rows, never stored, so that its slots complete as the others')
+            rows_in = min(SCALE_ROWS, m - row0)
+            srow = row0
+            if rows_in <= 0:
+                rows_in = 4
+                srow = sa.shape[1] - 4
+            nb = col0 // BLOCK_K        # (and the next, clamped: 128 x 192 tiles)
+            return load_tile_scaled(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0,
+                                    kt1, s, passes, scale_rows()[0], sb[nb],
+                                    sb[min(nb + 1, sb.shape[0] - 1)], sa[:, srow],
+                                    (rows_in * 4 + 15) // 16 * 16)
+        return load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes)
 
     @inline_device
     def body(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,
@@ -159,28 +177,16 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
                 while unit < dp_units:  # (a range with a run-time step divides in 64 bits)
                     row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
                     unit += nclusters
-                    if BLOCK:
-                        # (sa: A's scales K block by row, rows padded to whole 16 bytes; a
-                        # cluster's second CTA holds a tile past M where the row tiles are odd
-                        # in number: it copies the last 16 bytes of rows, never stored, so
-                        # that its slots complete as the others')
-                        rows_in = min(SCALE_ROWS, m - row0)
-                        srow = row0
-                        if rows_in <= 0:
-                            rows_in = 4
-                            srow = sa.shape[1] - 4
-                        nb = col0 // BLOCK_K        # (and the next, clamped: 128 x 192 tiles)
-                        s, passes = load_tile_scaled(a_map, b_map, tiles, full, empty, row0,
-                                                     col0, rank, 0, num_k, s, passes,
-                                                     scale_rows()[0], sb[nb],
-                                                     sb[min(nb + 1, sb.shape[0] - 1)],
-                                                     sa[:, srow], (rows_in * 4 + 15) // 16 * 16)
-                    else:
-                        s, passes = load_tile(a_map, b_map, tiles, full, empty, row0, col0,
-                                              rank, 0, num_k, s, passes)
-                s, passes = produce_more(a_map, b_map, tiles, full, empty, cid, nclusters,
-                                         dp_units, sk_iters, num_k, tiles_m, tiles_n, rank, s,
-                                         passes)
+                    s, passes = produce_tile(a_map, b_map, tiles, full, empty, row0, col0, rank,
+                                             0, num_k, s, passes, m, sa, sb)
+                if SK:
+                    it, hi = share(cid, sk_iters, nclusters)
+                    while it < hi:
+                        t, k0, k1 = segment(it, hi, num_k)
+                        row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
+                        s, passes = produce_tile(a_map, b_map, tiles, full, empty, row0, col0,
+                                                 rank, k0, k1, s, passes, m, sa, sb)
+                        it += k1 - k0
                 if CM > 1:
                     producer_tail(empty, s, passes)
         else:
@@ -197,11 +203,12 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
         # (The block stays resident until its bulk stores have read their sources, and, in a
         # cluster, until the producer's drain has seen every remote arrive land.)
 
-    if F.EPI is not None:
-        params = (_SK_PARAMS if SK else ()) + (_SCALE_PARAMS if SCALED else ())
+    if F.EPI is not None or (SK and SCALED):
+        params = (_SCALE_PARAMS if SCALED else ()) + (_SK_PARAMS if SK else ())
         passed = ((_SK_PARAMS if SK else ("None", "None", "0", "0"))
                   + (_SCALE_PARAMS if SCALED else ("None", "None")))
-        return kernel_entry(body, THREADS, params, passed, len(F.EPI.argtypes))
+        return kernel_entry(body, THREADS, params, passed,
+                            0 if F.EPI is None else len(F.EPI.argtypes))
     if SK:
         @cuda.jit(launch_bounds=(THREADS, 1))
         def gemm(a_map, b_map, c_map, m, n, k, tiles_m, tiles_n, alpha, beta, ws, flags,

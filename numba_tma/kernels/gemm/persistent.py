@@ -11,6 +11,11 @@ fp8 (:mod:`.scales`): per-tensor scales fold into alpha, per-row/column ones mul
 finished accumulators, and block scales (or ``spec.promote``) take the promoting main loop,
 whose slices' partial products are added into the accumulators (times their block scales): two
 slices' products in turn at 128 x 128 or 128 x 64, one at 128 x 192 (``bn > BLOCK_K``).
+
+With a :class:`~.stream_k.StreamKConfig` each block then takes its share of the last round's
+tiles' K slices (:mod:`.stream_k`): a share that starts inside a tile leaves its accumulators in
+the workspace; the one that holds the tile's first slice adds them and finishes the tile (row
+scales, the epilogue).
 """
 
 import functools
@@ -24,6 +29,7 @@ from .epilogue import staged_epilogue
 from .frame import persistent_kernel, persistent_parts
 from .scales import (BLOCK_K, promoting_mainloop, rowcol_scaler, serial_promoting_mainloop,
                      tensor_alpha, thread_row)
+from .stream_k import stream_k_parts
 
 __all__ = ["kernel"]
 
@@ -40,6 +46,11 @@ def kernel(cfg, spec):
     SCALE, TM = spec.scale, cfg.bm
     scale_tile = rowcol_scaler(NACC, F.P.HALVES)
     PROMOTE = spec.promoted
+    SK = cfg.stream_k                   # the last round's tiles split along K (.stream_k)
+    if SK:
+        walk = stream_k_parts(NACC)
+        share, segment, fix_up, leave_partial = (walk.share, walk.segment, walk.fix_up,
+                                                 walk.leave_partial)
     SERIAL = cfg.bn > BLOCK_K           # 128 x 192: one slice's product beside the accumulators
     if PROMOTE:
         assert F.P.HALVES == 1 and cfg.mma_pipe == 0
@@ -48,6 +59,28 @@ def kernel(cfg, spec):
             mma_serial = serial_promoting_mainloop(F.P, F.R, SCALE == "block")
         else:
             mma_promoted = promoting_mainloop(F.P, F.R, SCALE == "block")
+
+    @inline_device
+    def product(acc, acc2, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, r,
+                row0, col0):
+        # The consumer's share of the tile's product over K slices kt0..kt1.
+        if PROMOTE and SERIAL:
+            # (B's second N block starts at column 128 of an even tile column, 64 of an odd)
+            return mma_serial(acc, part, tiles, full, empty, c, lane, kt0, kt1, s, passes,
+                              scale_rows()[0], r - row0, BLOCK_K - col0 % BLOCK_K)
+        if PROMOTE:
+            return mma_promoted(acc, part, part2, tiles, full, empty, c, lane, kt0, kt1, s,
+                                passes, scale_rows()[0], r - row0)
+        return mma_tile(acc, acc2, tiles, full, empty, c, lane, kt0, kt1, s, passes, full, False)
+
+    @inline_device
+    def finish(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, r, row0, col0, m, n, alpha,
+               beta, words, old, boxes, loads, sa, sb, ep):
+        # The finished tile (its whole K sum) to C.
+        if SCALE == "row":
+            scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n)
+        return store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0, col0, m, n,
+                          alpha, beta, words, old, boxes, loads, ep)
 
     @inline_device
     def consume(tiles, first, c_map, c, lane, ct, cw, stage, cid, nclusters, dp_units,
@@ -71,22 +104,28 @@ def kernel(cfg, spec):
             row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
             unit += nclusters
             r = thread_row(row0, cw, lane, TM)
-            if PROMOTE and SERIAL:
-                # (B's second N block starts at column 128 of an even tile column, 64 of an odd)
-                s, passes = mma_serial(acc, part, tiles, full, empty, c, lane, 0, num_k, s,
-                                       passes, scale_rows()[0], r - row0,
-                                       BLOCK_K - col0 % BLOCK_K)
-            elif PROMOTE:
-                s, passes = mma_promoted(acc, part, part2, tiles, full, empty, c, lane, 0, num_k, s,
-                                         passes, scale_rows()[0], r - row0)
-            else:
-                s, passes = mma_tile(acc, acc2, tiles, full, empty, c, lane, 0, num_k, s,
-                                     passes, full, False)
-            if SCALE == "row":
-                scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n)
-            boxes, loads = store_tile(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, row0,
-                                      col0, m, n, alpha, beta, words, old, boxes, loads, ep)
+            s, passes = product(acc, acc2, part, part2, tiles, full, empty, c, lane, 0, num_k, s,
+                                passes, r, row0, col0)
+            boxes, loads = finish(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, r, row0,
+                                  col0, m, n, alpha, beta, words, old, boxes, loads, sa, sb, ep)
+        if SK:
+            # This block's share of the split tiles' slices (.stream_k)
+            it, hi = share(cid, sk_iters, nclusters)
+            while it < hi:
+                t, k0, k1 = segment(it, hi, num_k)
+                row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
+                r = thread_row(row0, cw, lane, TM)
+                s, passes = product(acc, acc2, part, part2, tiles, full, empty, c, lane, k0, k1,
+                                    s, passes, r, row0, col0)
+                if k0 == 0:
+                    fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k)
+                    boxes, loads = finish(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, r,
+                                          row0, col0, m, n, alpha, beta, words, old, boxes,
+                                          loads, sa, sb, ep)
+                else:
+                    leave_partial(acc, ws, flags, ct, cid)
+                it += k1 - k0
 
     # (block scales: every consumer thread releases each slot, after reading its scales)
     releases = CONSUMER_THREADS if SCALE == "block" else CONSUMER_WARPS
-    return persistent_kernel(cfg, F, consume, empty_arrivals=releases)
+    return persistent_kernel(cfg, F, consume, empty_arrivals=releases, stream_k=SK)

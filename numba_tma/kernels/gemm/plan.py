@@ -195,9 +195,11 @@ class LaunchPlan:
         # dependent (dependent_launches()), back-to-back GEMMs overlap one's start with the
         # other's end.
         self.dependent_capable = not isinstance(cfg, GemmConfig)
-        self.extras = cfg.launch_extras(tiles_m * tiles_n, grid, math.ceil(plan.k / BK))
-        if plan.scale:
-            assert not self.extras[0]       # (no variant takes both)
+        self.extras = cfg.launch_extras(tiles_m * tiles_n, grid,
+                                        math.ceil(plan.k / slice_k(plan.in_kind)))
+        # (where the config's parameters start: after the scales')
+        self.extras_at = len(ARGTYPES) + (len(SCALE_ARGTYPES) if plan.scale else 0)
+        self.extra_arrays = tuple(isinstance(t, types.Array) for t in cfg.extra_argtypes)
 
     def overlaps(self, a_ptr, b_ptr, out_ptr):
         """Whether out at ``out_ptr`` would overlap a or b (then the full check reports it)."""
@@ -223,6 +225,7 @@ class LaunchPlan:
                 maps.append(tmap.device_array)
         words = tuple((m.__cuda_array_interface__["data"][0], 16) for m in maps)
         extra_args, per_stream = self.extras
+        at, arrays = self.extras_at, self.extra_arrays
         scale_args = self.scales if scales is None else scales
         epi_args = self.epilogue_args if epilogue_args is None else epilogue_args
         prepared = self.direct.prepare(self.grid, self.block, *words, *self.sizes, 1.0, 0.0,
@@ -241,8 +244,8 @@ class LaunchPlan:
                     set_arg(_BETA, beta)
                     last[:2] = alpha, beta
                 if per_stream is not None and stream != last[2]:
-                    for position, pointer in per_stream(ctx, stream).items():
-                        set_pointer(position, pointer)
+                    for i, value in per_stream(ctx, stream).items():
+                        (set_pointer if arrays[i] else set_arg)(at + i, value)
                     last[2] = stream
                 prepared(stream)
         return run
