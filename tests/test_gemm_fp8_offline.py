@@ -10,7 +10,7 @@ import pytest
 
 from numba_tma import NoGPUError, matmul, matmul_fp8, operands
 from numba_tma.kernels.gemm import KernelSpec, WgmmaConfig
-from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_BLOCK_SPLIT, FP8_NARROW, OVERLAPPED,
+from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_SPLIT, FP8_NARROW, OVERLAPPED,
                                            TALL, WIDE, choose_fp8_config)
 from sass_checks import on_mlir, skip_on_mlir
 
@@ -37,7 +37,7 @@ KERNELS = [
     (FP8_BLOCK[128], KernelSpec(True, True, "e4m3_e5m2", "bf16", False, "block"), 128),
     (FP8_BLOCK[192], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block"), 192),
     (FP8_BLOCK[192], KernelSpec(True, True, "e5m2_e4m3", "f16", False, "tensor", True), 192),
-    (FP8_BLOCK_SPLIT, KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block"), 192),
+    (FP8_SPLIT, KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block"), 192),
     (FP8_NARROW[64], KernelSpec(True, True, "e5m2_e5m2", "f32", True, "row", True), 64),
     (FP8_NARROW[128], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "", True), 128),
 ]
@@ -104,13 +104,26 @@ def test_block_scales_split_the_last_round_where_it_pays():
     # fix-up's share of a round grows), where the 192 tiles fill their rounds (8192^2), for
     # promoted per-tensor scales (whose 128 x 128 kernel is as fast), nor on fewer SMs where
     # 128 x 128 tiles fill whole rounds.
-    split = FP8_BLOCK[128] if on_mlir() else FP8_BLOCK_SPLIT    # (its build spills there)
+    split = FP8_BLOCK[128] if on_mlir() else FP8_SPLIT    # (its build spills there)
     assert choose_fp8_config(4096, 7168, 16384, 132, "block") is split
     assert choose_fp8_config(4096, 4096, 7168, 132, "block") is split
     assert choose_fp8_config(4096, 4096, 4096, 132, "block") is FP8_BLOCK[128]
     assert choose_fp8_config(8192, 8192, 8192, 132, "block") is FP8_BLOCK[192]
     assert choose_fp8_config(4096, 7168, 16384, 132, "tensor", True) is FP8_NARROW[128]
     assert choose_fp8_config(4096, 4096, 7168, 128, "block") is FP8_BLOCK[128]   # 8 rounds
+
+
+def test_decode_products_split_long_k_over_every_sm():
+    # M up to 64: 128 x 192 tiles split along K where each block gets >= 32 slices (64 x 7168
+    # x 16384: 38 tiles x 128 slices over 132 blocks, 36.8 each), in every mode; not 64 x 4096
+    # x 7168 (9.3 each), nor M = 128; never on numba-cuda-mlir (its build spills)
+    for scale, promote in [("block", True), ("tensor", True), ("tensor", False), ("", False),
+                           ("row", True)]:
+        got = choose_fp8_config(64, 7168, 16384, 132, scale, promote)
+        assert got.bn == 64 if on_mlir() else got is FP8_SPLIT
+        assert choose_fp8_config(1, 7168, 16384, 132, scale, promote) is got
+        assert choose_fp8_config(64, 4096, 7168, 132, scale, promote).bn == 64
+        assert choose_fp8_config(128, 7168, 16384, 132, scale, promote).bn == 64
 
 
 def test_promoted_tiles_pair_up_where_k_rows_are_ragged():

@@ -218,9 +218,11 @@ def test_matmul_kernels_are_labelled():
         assert fn.kind == want and fn.module.split(".")[1] in ("kernels", "ladders"), name
     assert kernels["wgmma_persistent"].module == "numba_tma.kernels.gemm.config"
     assert kernels["mma_sync"].module == "numba_tma.kernels.gemm.mma_sync"
-    assert kernels["wgmma_stream_k"].module == "numba_tma.ladders.gemm_stream_k"
+    # (stream-K ships: fp8 block scales and decode-like products choose it)
+    assert kernels["wgmma_stream_k"].module == "numba_tma.kernels.gemm.stream_k"
+    assert kernels["wgmma_stream_k"].kind == "shipped"
     assert kernels["wgmma_pingpong"].module == "numba_tma.ladders.gemm_pingpong"
-    assert {kernels[n].kind for n in ("simt_fp32", "warp16_swizzle", "wgmma_stream_k",
+    assert {kernels[n].kind for n in ("simt_fp32", "warp16_swizzle",
                                       "wgmma_pingpong")} == {"ladder"}
 
 

@@ -397,6 +397,7 @@ def test_config_errors():
     assert scheduler.grid_size(100000, 1000, cfg, 131) == 130       # whole clusters
     assert scheduler.grid_size(1100, 1000, cfg, 1000) == 10 * 4     # 9 tile rows: 5 pairs
     assert scheduler.grid_size(1000, 1000, WgmmaConfig(256, persistent=False)) == 32
+    assert scheduler.grid_size(64, 7168, StreamKConfig(64), 132) == 132     # 112 tiles: split
     with pytest.raises(ValueError, match="shared memory"):
         WgmmaConfig(256, stages=8)
     assert smem_bytes(WgmmaConfig(), 2) <= MAX_DYNAMIC_SMEM
@@ -567,7 +568,8 @@ def test_stream_k_split():
     assert split(512, 132, 64) == (396, 116 * 64)           # 4096^3 at 128 x 256: 3.88 waves
     assert split(2048, 132, 128) == (1980, 68 * 128)        # 8192^3: 15.5 waves
     assert split(264, 132, 64) == (264, 0)                  # whole waves: nothing to split
-    assert split(100, 132, 64) == (100, 0)                  # under one wave
+    assert split(100, 132, 64) == (0, 100 * 64)             # under one wave: every tile
+    assert split(100, 132, 4) == (100, 0)                   # ... < 4 slices per block
     assert split(133, 132, 64) == (133, 0)                  # 1 tile x 64 slices < 4 per block
     assert split(133, 132, 600) == (132, 600)
     assert split(133, 132, 2 ** 26) == (133, 0)             # blocks * slices past 32 bits
@@ -575,7 +577,8 @@ def test_stream_k_split():
 
 @pytest.mark.parametrize("blocks, tiles, num_k", [(132, 512, 64), (132, 2048, 128),
                                                   (132, 134, 300), (7, 30, 20), (132, 144, 46),
-                                                  (114, 300, 33), (5, 9, 6)])
+                                                  (114, 300, 33), (5, 9, 6), (132, 112, 128),
+                                                  (132, 1, 600)])
 def test_stream_k_schedule_covers_each_slice_once(blocks, tiles, num_k):
     """The model of the kernel's stream-K walk: every K slice of every split tile is computed
     by exactly one block; each tile has one finalizer, the segment at its slice 0, which is

@@ -308,33 +308,37 @@ def sm_count():
 
 def split_shape(ways):
     """An fp8 problem whose 128 x 192 tiles leave a part-filled last round: "two" (about 1.5
-    rounds, each split tile shared by about two blocks) or "many" (SMs + 2 tiles: each of the
-    two split tiles shared by about half of the blocks). Not tile multiples; K not a multiple
-    of 128 either, so the last K block is partial."""
+    rounds, each split tile shared by about two blocks), "many" (SMs + 2 tiles: each of the
+    two split tiles shared by about half of the blocks) or "under" (six tiles, a decode-like
+    M: every tile split over a sixth of the blocks). Not tile multiples; K not a multiple of
+    128 either, so the last K block is partial."""
     g = sm_count()
     if ways == "two":
         tiles_n = math.ceil((g + g // 2) / 12)
         return 12 * 128 - 24, tiles_n * 192 - 56, 40 * 128 - 16
+    if ways == "under":
+        return 60, 1000, (4 * g // 6 + 10) * 128 - 16
     return (g + 2) * 128 - 40, 152, (2 * g + 6) * 128 - 16
 
 
-@pytest.mark.parametrize("mode", ["block", "tensor", "row"])
-@pytest.mark.parametrize("ways", ["two", "many"])
-def test_stream_k_split_is_exact(ways, mode):
-    """The promoted kernel with stream-K (128 x 192): the split tiles' partial sums (with their
-    block scales) meet exactly, launch after launch (each lowers the flags it raised), on two
-    streams."""
+@pytest.mark.parametrize("mode, fast", [("block", False), ("tensor", False), ("row", False),
+                                        ("tensor", True)], ids=lambda x: str(x))
+@pytest.mark.parametrize("ways", ["two", "many", "under"])
+def test_stream_k_split_is_exact(ways, mode, fast):
+    """The persistent kernel with stream-K (128 x 192; promoted unless fast): the split tiles'
+    partial sums (with their block scales) meet exactly, launch after launch (each lowers the
+    flags it raised), on two streams."""
     m, n, k = split_shape(ways)
     tiles = math.ceil(m / 128) * math.ceil(n / 192)
-    assert stream_k_split(tiles, min(tiles, sm_count()), math.ceil(k / 128))[1] > 0
+    assert stream_k_split(tiles, sm_count(), math.ceil(k / 128))[1] > 0
     a, b, sa, sb = problem(m, n, k, mode=mode)
     ref = reference(a, b, sa, sb)
     for _ in range(2):
-        assert_exact(run(a, b, sa, sb, "f32", config=SK192), ref, "f32")
+        assert_exact(run(a, b, sa, sb, "f32", config=SK192, fast_accum=fast), ref, "f32")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        got = run(a, b, sa, sb, "bf16", config=SK192)
+        got = run(a, b, sa, sb, "bf16", config=SK192, fast_accum=fast)
     assert_exact(got, ref, "bf16")
 
 

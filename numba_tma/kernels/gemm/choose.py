@@ -13,7 +13,7 @@ from .scheduler import tile_counts, waves
 from .stream_k import StreamKConfig, stream_k_split
 
 __all__ = ["choose_config", "choose_fp8_config", "SHIPPED_CONFIGS", "FP8_NARROW", "FP8_BLOCK",
-           "FP8_PAIRS", "FP8_BLOCK_SPLIT"]
+           "FP8_PAIRS", "FP8_SPLIT"]
 
 #: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
 #: (mma_pipe=0).
@@ -59,15 +59,20 @@ FP8_BLOCK = {128: WgmmaConfig(128, stages=6, mma_pipe=0, c_buffers=1),
 FP8_PAIRS = {"block": FP8_BLOCK[128].replace(cluster_m=2),
              "promoted": FP8_NARROW[128].replace(cluster_m=2)}
 
-#: Block scales' 128 x 192 tiles with the last round's tiles split along K over every block
-#: (stream-K, :mod:`.stream_k`), where whole 128 x 192 tiles would leave most of a last round
-#: idle (:func:`_split_pays`).
-FP8_BLOCK_SPLIT = StreamKConfig(192, stages=5, mma_pipe=0, c_buffers=1)
+#: 128 x 192 tiles with the last round's tiles split along K over every block (stream-K,
+#: :mod:`.stream_k`; with fewer tiles than SMs, every tile's K): block scales' where whole
+#: 128 x 192 tiles would leave most of a last round idle (:func:`_split_pays`), and every
+#: mode's for decode-like products (:func:`_decode_split_pays`).
+FP8_SPLIT = StreamKConfig(192, stages=5, mma_pipe=0, c_buffers=1)
 #: The cost model of that choice (docs/fp8.md, "Stream-K"): block-scaled 128 x 192 tiles run
 #: about 4% more flops a second than 128 x 128 ones, and the split tiles' fix-up costs about
 #: 16 K slices of time.
 BLOCK_192_SPEEDUP = 1.04
 SPLIT_FIXUP_SLICES = 16
+#: A decode-like product (M up to 64: one tile row, half of it empty) splits its 128 x 192 tiles
+#: along K over every block where each block gets at least this many K slices
+#: (:func:`_decode_split_pays`).
+DECODE_SPLIT_SLICES = 32
 
 #: Every config choose_config can return, by a short name (numba_tma.precompile, the compile
 #: bench).
@@ -117,8 +122,11 @@ def choose_fp8_config(m, n, k, sms, scale, promote=False):
     the row tiles pair up (:data:`FP8_PAIRS`), or 128 x 192 where those take no more of each
     SM's time (rounds of the SMs times the tile's work: at most two thirds of 128 x 128's
     rounds), or 128 x 64 where 128 x 128 tiles give fewer than half the SMs a tile. Block scales
-    take 128 x 192 tiles with the last round split along K (:data:`FP8_BLOCK_SPLIT`) where
-    that takes less time than 128 x 128 tiles (:func:`_split_pays`)."""
+    take 128 x 192 tiles with the last round split along K (:data:`FP8_SPLIT`) where
+    that takes less time than 128 x 128 tiles (:func:`_split_pays`). Every mode takes it for
+    decode-like products (M up to 64) whose K is long (:func:`_decode_split_pays`)."""
+    if _decode_split_pays(m, n, k, sms):
+        return FP8_SPLIT
     if scale == "block" or promote:
         row_tiles = math.ceil(m / BM)
         bn = 128 if row_tiles * math.ceil(n / 128) >= sms // 2 else 64
@@ -129,7 +137,7 @@ def choose_fp8_config(m, n, k, sms, scale, promote=False):
                                                                              sms):
             return FP8_BLOCK[192]
         if bn == 128 and scale == "block" and _split_pays(m, n, k, sms):
-            return FP8_BLOCK_SPLIT
+            return FP8_SPLIT
         return (FP8_BLOCK if scale == "block" else FP8_NARROW)[bn]
     cfg = choose_config(m, n, k, sms)
     return cfg if cfg.persistent else FP8_NARROW[cfg.bn]
@@ -137,7 +145,7 @@ def choose_fp8_config(m, n, k, sms, scale, promote=False):
 
 def _split_pays(m, n, k, sms):
     """Whether block-scaled 128 x 192 tiles split along K in their last round
-    (:data:`FP8_BLOCK_SPLIT`) take less time than whole 128 x 128 tiles, in rounds of 128 x 128
+    (:data:`FP8_SPLIT`) take less time than whole 128 x 128 tiles, in rounds of 128 x 128
     tiles' work: the 128 x 192 tiles' rounds as a fraction (the split evens the last one out),
     times 1.5 / ``BLOCK_192_SPEEDUP``, plus the fix-up's ``SPLIT_FIXUP_SLICES`` of the ``k /
     128`` slices of a round, against 128 x 128 tiles' whole rounds. Measured on an H200: it
@@ -145,9 +153,25 @@ def _split_pays(m, n, k, sms):
     Never on numba-cuda-mlir, whose build of the stream-K kernels spills (docs/front_ends.md)."""
     if front_end() == "numba-cuda-mlir":
         return False
-    tiles = math.prod(tile_counts(m, n, FP8_BLOCK_SPLIT))
+    tiles = math.prod(tile_counts(m, n, FP8_SPLIT))
     num_k = math.ceil(k / 128)
     if stream_k_split(tiles, sms, num_k)[1] == 0:
         return False
     rounds = 1.5 * tiles / sms / BLOCK_192_SPEEDUP + SPLIT_FIXUP_SLICES / num_k
     return rounds < waves(m, n, FP8_BLOCK[128], sms)
+
+
+def _decode_split_pays(m, n, k, sms):
+    """Whether a decode-like product (M up to 64) runs faster as 128 x 192 tiles split along K
+    over every block (:data:`FP8_SPLIT`) than as 128 x 64 tiles, one per block: where each
+    block gets at least ``DECODE_SPLIT_SLICES`` K slices. A tile's slice then loads three times
+    the B columns for the same A rows, barriers and promotion, which is what such a product's
+    blocks wait on; with fewer slices per block the fix-up costs more than that saves. Measured
+    on an H200: it pays at 64 x 7168 x 16384 (37 slices per block), not at 64 x 4096 x 7168
+    (9), nor at M = 128 (docs/fp8.md, "Stream-K")."""
+    if m > 64 or front_end() == "numba-cuda-mlir":
+        return False
+    tiles = math.ceil(n / FP8_SPLIT.bn)
+    slices = tiles * math.ceil(k / 128)
+    return tiles < sms and slices >= DECODE_SPLIT_SLICES * sms and stream_k_split(
+        tiles, sms, math.ceil(k / 128))[1] > 0

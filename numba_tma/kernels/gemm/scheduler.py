@@ -62,7 +62,8 @@ def tile_counts(m, n, cfg):
 
 def grid_size(m, n, cfg, resident=None):
     """Blocks to launch: one per tile, whole clusters; persistent: one per tile up to
-    ``resident`` (the blocks that fit on the GPU at once, a multiple of ``cfg.cluster_m``)."""
+    ``resident`` (the blocks that fit on the GPU at once, a multiple of ``cfg.cluster_m``);
+    stream-K: ``resident`` (fewer tiles than blocks are split along K over them all)."""
     cm, cn = cfg.cluster_m, cfg.cluster_n
     tiles_m, tiles_n = tile_counts(m, n, cfg)
     blocks = math.ceil(tiles_m / cm) * cm * math.ceil(tiles_n / cn) * cn
@@ -70,7 +71,7 @@ def grid_size(m, n, cfg, resident=None):
         if resident is None or resident < cm:
             raise ValueError(f"a persistent {cfg!r} needs resident >= {cm} (blocks that fit "
                              f"at once); got {resident!r}")
-        blocks = min(blocks, resident // cm * cm)
+        blocks = resident // cm * cm if cfg.stream_k else min(blocks, resident // cm * cm)
     return blocks
 
 

@@ -52,10 +52,11 @@ def stream_k_split(tiles, blocks, num_k):
     """``(dp_units, sk_iters)`` of a stream-K launch of ``blocks`` persistent blocks over
     ``tiles`` tiles of ``num_k`` K slices: the first ``dp_units`` tiles are taken whole (the
     same number by every block), the K slices of the rest, ``sk_iters`` of them, are split
-    evenly over the blocks. No split (``(tiles, 0)``) where the tiles fill whole waves, where
-    there is less than one wave, where a block would get fewer than ``MIN_STREAM_K_SLICES``
-    slices, or where ``blocks * sk_iters`` would not fit the kernel's 32-bit division."""
-    tail = tiles % blocks if tiles > blocks else 0
+    evenly over the blocks (with fewer tiles than blocks, every tile's). No split
+    (``(tiles, 0)``) where the tiles fill whole waves, where a block would get fewer than
+    ``MIN_STREAM_K_SLICES`` slices, or where ``blocks * sk_iters`` would not fit the kernel's
+    32-bit division."""
+    tail = tiles % blocks
     sk_iters = tail * num_k
     if tail == 0 or sk_iters < MIN_STREAM_K_SLICES * blocks or blocks * sk_iters >= 2 ** 32:
         return tiles, 0
