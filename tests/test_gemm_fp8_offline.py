@@ -111,6 +111,7 @@ def test_block_scales_split_the_last_round_where_it_pays():
     assert choose_fp8_config(8192, 8192, 8192, 132, "block") is FP8_BLOCK[192]
     assert choose_fp8_config(4096, 7168, 16384, 132, "tensor", True) is FP8_NARROW[128]
     assert choose_fp8_config(4096, 4096, 7168, 128, "block") is FP8_BLOCK[128]   # 8 rounds
+    assert choose_fp8_config(1024, 1152, 8192, 132, "block") is FP8_BLOCK[128]   # < 1 round
 
 
 def test_decode_products_split_long_k_over_every_sm():

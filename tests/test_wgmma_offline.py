@@ -575,6 +575,28 @@ def test_stream_k_split():
     assert split(133, 132, 2 ** 26) == (133, 0)             # blocks * slices past 32 bits
 
 
+def test_stream_k_launch_takes_its_stream_workspace_or_runs_whole(monkeypatch):
+    # The split's arguments, and per stream the workspace; a capture on a stream without one
+    # (no allocation there) launches every tile whole and asks again on the next launch.
+    from numba_tma.kernels.gemm import stream_k
+
+    cfg = StreamKConfig(192, stages=5, mma_pipe=0, c_buffers=1)
+    args, per_stream = cfg.launch_extras(1216, 132, 128)      # 4096 x 7168 x 16384, fp8
+    assert args[2:] == (1188, 28 * 128) and per_stream is not None
+    monkeypatch.setattr(stream_k, "_workspace", lambda ctx, stream, blocks: None)
+    assert per_stream(1, 7) == ({stream_k._DP_UNITS: 1216, stream_k._SK_ITERS: 0}, False)
+
+    class Buffer:
+        def __init__(self, ptr):
+            self.__cuda_array_interface__ = {"data": (ptr, False)}
+
+    monkeypatch.setattr(stream_k, "_workspace",
+                        lambda ctx, stream, blocks: (Buffer(4096), Buffer(8192)))
+    assert per_stream(1, 7) == ({stream_k._WORKSPACE: 4096, stream_k._FLAGS: 8192,
+                                 stream_k._DP_UNITS: 1188, stream_k._SK_ITERS: 28 * 128}, True)
+    assert cfg.launch_extras(1188, 132, 128)[1] is None      # whole rounds: no workspace
+
+
 @pytest.mark.parametrize("blocks, tiles, num_k", [(132, 512, 64), (132, 2048, 128),
                                                   (132, 134, 300), (7, 30, 20), (132, 144, 46),
                                                   (114, 300, 33), (5, 9, 6), (132, 112, 128),

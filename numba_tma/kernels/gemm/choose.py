@@ -150,12 +150,13 @@ def _split_pays(m, n, k, sms):
     times 1.5 / ``BLOCK_192_SPEEDUP``, plus the fix-up's ``SPLIT_FIXUP_SLICES`` of the ``k /
     128`` slices of a round, against 128 x 128 tiles' whole rounds. Measured on an H200: it
     pays at 4096 x 7168 x 16384 and 4096 x 4096 x 7168, not at 4096^3 (a round of 32 slices).
-    Never on numba-cuda-mlir, whose build of the stream-K kernels spills (docs/front_ends.md)."""
+    Only where the 128 x 192 tiles fill at least one round (what it was measured on); never on
+    numba-cuda-mlir, whose build of the stream-K kernels spills (docs/front_ends.md)."""
     if front_end() == "numba-cuda-mlir":
         return False
     tiles = math.prod(tile_counts(m, n, FP8_SPLIT))
     num_k = math.ceil(k / 128)
-    if stream_k_split(tiles, sms, num_k)[1] == 0:
+    if tiles <= sms or stream_k_split(tiles, sms, num_k)[1] == 0:
         return False
     rounds = 1.5 * tiles / sms / BLOCK_192_SPEEDUP + SPLIT_FIXUP_SLICES / num_k
     return rounds < waves(m, n, FP8_BLOCK[128], sms)
@@ -172,6 +173,6 @@ def _decode_split_pays(m, n, k, sms):
     if m > 64 or front_end() == "numba-cuda-mlir":
         return False
     tiles = math.ceil(n / FP8_SPLIT.bn)
-    slices = tiles * math.ceil(k / 128)
-    return tiles < sms and slices >= DECODE_SPLIT_SLICES * sms and stream_k_split(
-        tiles, sms, math.ceil(k / 128))[1] > 0
+    num_k = math.ceil(k / 128)
+    return (tiles < sms and tiles * num_k >= DECODE_SPLIT_SLICES * sms
+            and stream_k_split(tiles, sms, num_k)[1] > 0)

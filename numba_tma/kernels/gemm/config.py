@@ -253,8 +253,9 @@ class WgmmaConfig:
     def launch_extras(self, tiles, grid, num_k):
         """``(args, per_stream)``: the values of ``extra_argtypes`` for a launch of ``grid``
         blocks over ``tiles`` tiles of ``num_k`` K slices, and ``per_stream(ctx, stream)``
-        giving ``{i: value}`` (a device pointer where ``extra_argtypes[i]`` is an array) to set
-        before a launch on another stream (or None)."""
+        giving ``({i: value}, keep)`` (a device pointer where ``extra_argtypes[i]`` is an array)
+        to set before a launch on another stream, ``keep`` False where the next launch on the
+        same stream must ask again (or None)."""
         return (), None
 
     def _fields_text(self):

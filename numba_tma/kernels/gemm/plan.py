@@ -244,8 +244,9 @@ class LaunchPlan:
                     set_arg(_BETA, beta)
                     last[:2] = alpha, beta
                 if per_stream is not None and stream != last[2]:
-                    for i, value in per_stream(ctx, stream).items():
+                    values, keep = per_stream(ctx, stream)
+                    for i, value in values.items():
                         (set_pointer if arrays[i] else set_arg)(at + i, value)
-                    last[2] = stream
+                    last[2] = stream if keep else None
                 prepared(stream)
         return run

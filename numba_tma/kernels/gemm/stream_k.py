@@ -148,12 +148,12 @@ class StreamKConfig(WgmmaConfig):
 
         def per_stream(ctx, stream):
             got = _workspace(ctx, stream, grid)
-            if got is None:         # (captured without a workspace: every tile whole)
-                return {_DP_UNITS: tiles, _SK_ITERS: 0}
+            if got is None:         # (captured without a workspace: every tile whole, and
+                return {_DP_UNITS: tiles, _SK_ITERS: 0}, False     # ask again next launch)
             ws, flags = got
             return {_WORKSPACE: ws.__cuda_array_interface__["data"][0],
                     _FLAGS: flags.__cuda_array_interface__["data"][0],
-                    _DP_UNITS: dp_units, _SK_ITERS: sk_iters}
+                    _DP_UNITS: dp_units, _SK_ITERS: sk_iters}, True
         return args, per_stream
 
 
