@@ -36,7 +36,8 @@ from ..._frontend import cuda
 from ..._bridge import inline_device, tail
 from ... import bulk, cluster, intmath, mbarrier, tma
 
-__all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "SCALE_ROWS", "SLOT_SCALES", "slice_loader",
+__all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "SCALE_ROWS", "B_RUN", "SLOT_SCALES",
+           "slice_loader",
            "slot_release", "shared_views", "scale_rows", "scale_rows_bytes",
            "scale_rows_end", "barrier_setup", "ring", "Parts"]
 
@@ -45,8 +46,9 @@ BK = 64                      # K per slice: one swizzle row of a K-major operand
 ATOM = 64                    # elements in one swizzled row: a K x 64 box of an M/N-major operand
 ATOM_BYTES = BK * SPAN       # such a box: 8 KiB
 SCALE_ROWS = 128             # A's scales per slot: the rows of a block-scaled tile (bm)
-SLOT_SCALES = SCALE_ROWS + 8  # ... then the 16 bytes of B's scales that hold the slice's, of
-#                               the tile's N block and (128 x 192 tiles) of the next
+B_RUN = 4                    # B's scales per 16-byte copy: one N block's K blocks kt - kt % 4 ..
+SLOT_SCALES = SCALE_ROWS + 2 * B_RUN  # ... then the 16 bytes of B's that hold the slice's, of
+#                                       the tile's N block and (128 x 192 tiles) of the next
 
 
 @functools.cache
@@ -248,8 +250,8 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
         # contiguous) that hold b_scales[kt], and (two_b) of b_scales2 (the next N block's).
         # Each view is moved on by an add per slice rather than indexed by a multiply.
         a_scales = tail(a_scales, kt0)
-        b_scales = tail(b_scales, kt0 - (kt0 & 3))
-        b_scales2 = tail(b_scales2, kt0 - (kt0 & 3))
+        b_scales = tail(b_scales, kt0 - (kt0 & (B_RUN - 1)))
+        b_scales2 = tail(b_scales2, kt0 - (kt0 & (B_RUN - 1)))
         b_bytes = 32 if two_b else 16
         for kt in range(kt0, kt1):
             producer_acquire(empty, s, passes)
@@ -260,12 +262,12 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
             bulk.copy_global_to_shared(slot, a_scales, row_bytes, bar)
             bulk.copy_global_to_shared(tail(slot, SCALE_ROWS), b_scales, 16, bar)
             if two_b:
-                bulk.copy_global_to_shared(tail(slot, SCALE_ROWS + 4), b_scales2, 16, bar)
+                bulk.copy_global_to_shared(tail(slot, SCALE_ROWS + B_RUN), b_scales2, 16, bar)
             producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
             a_scales = tail(a_scales, 1)
-            if (kt & 3) == 3:
-                b_scales = tail(b_scales, 4)
-                b_scales2 = tail(b_scales2, 4)
+            if (kt & (B_RUN - 1)) == B_RUN - 1:
+                b_scales = tail(b_scales, B_RUN)
+                b_scales2 = tail(b_scales2, B_RUN)
             s, passes = next_slot(s, passes)
         return s, passes
 

@@ -37,7 +37,7 @@ from ..._bridge import inline_device, tail
 from ... import warp, wgmma
 from .config import SLAB_ROWS, WG_ROWS
 from .mainloop import zeroing
-from .ring import SCALE_ROWS, SLOT_SCALES
+from .ring import B_RUN, SCALE_ROWS, SLOT_SCALES
 
 __all__ = ["SCALE_MODES", "BLOCK_K", "thread_row", "tensor_alpha", "rowcol_scaler",
            "rowcol_packer", "promoting_mainloop", "serial_promoting_mainloop", "stage_scales",
@@ -191,7 +191,7 @@ def promoting_mainloop(parts, ring, scaled):
         # The scales of slice kt, in slot s: A's of the thread's rows, B's.
         if scaled:
             a = tail(rows, s * SLOT_SCALES + lr)
-            b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & 3))
+            b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & (B_RUN - 1)))
             return a[0], a[8], b[0]
         one = np.float32(1)
         return one, one, one
@@ -289,8 +289,8 @@ def serial_promoting_mainloop(parts, ring, scaled):
             a0, a1, b0, b1 = one, one, one, one
             if scaled:
                 a = tail(rows, s * SLOT_SCALES + lr)
-                b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & 3))
-                a0, a1, b0, b1 = a[0], a[8], b[0], b[4]
+                b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & (B_RUN - 1)))
+                a0, a1, b0, b1 = a[0], a[8], b[0], b[B_RUN]
             wgmma.wait_group(0)
             wgmma.fence_operand(part, NACC)
             if scaled:
