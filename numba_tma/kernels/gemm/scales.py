@@ -163,12 +163,40 @@ def _promoter(nacc, first):
     return promote
 
 
-def _loop_parts(parts, ring):
+@functools.cache
+def _slot_parts(ring, scaled):
+    """``(scales, release)`` of a promoting main loop: ``scales(rows, s, lr, kt)``, slice
+    ``kt``'s scales in slot ``s``, ``(a0, a1, b0, b1)``: A's of the thread's rows ``lr`` and
+    ``lr + 8``, B's of the tile's N block and (128 x 192 tiles) of the next (ones without
+    ``scaled``); ``release(empty, s, lane)`` gives the slot back: with scales every lane, its
+    own reads of them ordered before its arrival, else lane 0 for its warp."""
+    consumer_release = ring.consumer_release
+
+    @inline_device
+    def scales(rows, s, lr, kt):
+        if scaled:
+            a = tail(rows, s * SLOT_SCALES + lr)
+            b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & (B_RUN - 1)))
+            return a[0], a[8], b[0], b[B_RUN]
+        one = np.float32(1)
+        return one, one, one, one
+
+    @inline_device
+    def release(empty, s, lane):
+        if scaled:
+            consumer_release(empty, s)
+        elif lane == 0:
+            consumer_release(empty, s)
+
+    return scales, release
+
+
+def _loop_parts(parts, ring, scaled):
     # What a promoting main loop takes from the wgmma parts (one m64 half per consumer) and the
-    # ring.
+    # ring, and its slot's scales and release.
     assert parts.HALVES == 1
-    return (parts.NACC, zeroing(parts.NACC), parts.mma_issue, ring.consumer_wait,
-            ring.consumer_release, ring.next_slot)
+    return ((parts.NACC, zeroing(parts.NACC), parts.mma_issue, ring.consumer_wait, ring.next_slot)
+            + _slot_parts(ring, scaled))
 
 
 @functools.cache
@@ -184,23 +212,15 @@ def promoting_mainloop(parts, ring, scaled):
     the slot's group retired.
     Returns the ring position.
     """
-    NACC, zero, mma_issue, consumer_wait, consumer_release, next_slot = _loop_parts(parts, ring)
-
-    @inline_device
-    def slice_scales(rows, s, lr, kt):
-        # The scales of slice kt, in slot s: A's of the thread's rows, B's.
-        if scaled:
-            a = tail(rows, s * SLOT_SCALES + lr)
-            b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & (B_RUN - 1)))
-            return a[0], a[8], b[0]
-        one = np.float32(1)
-        return one, one, one
+    (NACC, zero, mma_issue, consumer_wait, next_slot, slice_scales,
+     release) = _loop_parts(parts, ring, scaled)
 
     promote_scaled = _promoter(NACC, NACC)
 
     @inline_device
     def promote(acc, part, f):
-        # (without scales f is ones, and each multiply folds away: an FADD per accumulator)
+        # (one N block: B's first scale for every column; without scales f is ones, and each
+        # multiply folds away: an FADD per accumulator)
         promote_scaled(acc, part, f[0], f[1], f[2], f[2])
 
     @inline_device
@@ -210,10 +230,7 @@ def promoting_mainloop(parts, ring, scaled):
         # times its scales f.
         wgmma.wait_group(pending)
         wgmma.fence_operand(older, NACC)
-        if scaled:
-            consumer_release(empty, ps)
-        elif lane == 0:
-            consumer_release(empty, ps)
+        release(empty, ps, lane)
         promote(acc, older, f)
 
     @inline_device
@@ -274,7 +291,8 @@ def serial_promoting_mainloop(parts, ring, scaled):
     second): B's scales are at ``SCALE_ROWS + kt % 4`` and ``SCALE_ROWS + 4 + kt % 4`` of the
     slot (:func:`.ring.scale_rows`). Returns the ring position.
     """
-    NACC, zero, mma_issue, consumer_wait, consumer_release, next_slot = _loop_parts(parts, ring)
+    (NACC, zero, mma_issue, consumer_wait, next_slot, slot_scales,
+     release) = _loop_parts(parts, ring, scaled)
 
     # (accumulators 4t..4t+3 are n8 tile t's: a split at column 64 or 128 is accumulator 32 or 64)
     promote_64, promote_128 = _promoter(NACC, 64 // 8 * 4), _promoter(NACC, 128 // 8 * 4)
@@ -285,18 +303,10 @@ def serial_promoting_mainloop(parts, ring, scaled):
         for kt in range(kt0, kt1):
             consumer_wait(full, s, passes)
             mma_issue(part, tiles, s, c, True)
-            one = np.float32(1)
-            a0, a1, b0, b1 = one, one, one, one
-            if scaled:
-                a = tail(rows, s * SLOT_SCALES + lr)
-                b = tail(rows, s * SLOT_SCALES + SCALE_ROWS + (kt & (B_RUN - 1)))
-                a0, a1, b0, b1 = a[0], a[8], b[0], b[B_RUN]
+            a0, a1, b0, b1 = slot_scales(rows, s, lr, kt)
             wgmma.wait_group(0)
             wgmma.fence_operand(part, NACC)
-            if scaled:
-                consumer_release(empty, s)
-            elif lane == 0:
-                consumer_release(empty, s)
+            release(empty, s, lane)
             if split == 64:
                 promote_64(acc, part, a0, a1, b0, b1)
             else:
