@@ -9,6 +9,7 @@ import math
 
 from ..._frontend import front_end
 from .config import BM, WgmmaConfig
+from .scales import BLOCK_K
 from .scheduler import tile_counts, waves
 from .stream_k import StreamKConfig, stream_k_split
 
@@ -143,6 +144,11 @@ def choose_fp8_config(m, n, k, sms, scale, promote=False):
     return cfg if cfg.persistent else FP8_NARROW[cfg.bn]
 
 
+def _split_work(m, n, k):
+    # FP8_SPLIT's tiles and K slices per tile (one slice per 128-deep K block)
+    return math.prod(tile_counts(m, n, FP8_SPLIT)), math.ceil(k / BLOCK_K)
+
+
 def _split_pays(m, n, k, sms):
     """Whether block-scaled 128 x 192 tiles split along K in their last round
     (:data:`FP8_SPLIT`) take less time than whole 128 x 128 tiles, in rounds of 128 x 128
@@ -154,8 +160,7 @@ def _split_pays(m, n, k, sms):
     numba-cuda-mlir, whose build of the stream-K kernels spills (docs/front_ends.md)."""
     if front_end() == "numba-cuda-mlir":
         return False
-    tiles = math.prod(tile_counts(m, n, FP8_SPLIT))
-    num_k = math.ceil(k / 128)
+    tiles, num_k = _split_work(m, n, k)
     if tiles <= sms or stream_k_split(tiles, sms, num_k)[1] == 0:
         return False
     rounds = 1.5 * tiles / sms / BLOCK_192_SPEEDUP + SPLIT_FIXUP_SLICES / num_k
@@ -172,7 +177,6 @@ def _decode_split_pays(m, n, k, sms):
     (9), nor at M = 128 (docs/fp8.md, "Stream-K")."""
     if m > 64 or front_end() == "numba-cuda-mlir":
         return False
-    tiles = math.ceil(n / FP8_SPLIT.bn)
-    num_k = math.ceil(k / 128)
+    tiles, num_k = _split_work(m, n, k)
     return (tiles < sms and tiles * num_k >= DECODE_SPLIT_SLICES * sms
             and stream_k_split(tiles, sms, num_k)[1] > 0)
