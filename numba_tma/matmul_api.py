@@ -285,8 +285,8 @@ def matmul(a, b, out=None, *, alpha=1.0, beta=0.0, out_dtype=None, config=None, 
     ``numba_tma.release_outputs()`` frees the recycled blocks).
     ``config`` forces a kernel: a :class:`~numba_tma.kernels.gemm.WgmmaConfig` (the wgmma
     GEMM, chosen per shape when None; ``kernels.gemm.stream_k.StreamKConfig`` and the ladder's
-    ``PingPongConfig`` are such configs too) or a :class:`~numba_tma.kernels.gemm.GemmConfig` (the mma.sync
-    rung). Needs an sm_90 GPU.
+    ``PingPongConfig`` are such configs too) or a :class:`~numba_tma.kernels.gemm.GemmConfig`
+    (the mma.sync rung). Needs an sm_90 GPU.
 
     Streams: runs asynchronously on ``stream`` (a ``torch.cuda.Stream``, CuPy or numba stream,
     cuda.core stream or raw handle); without one, on torch's current stream for torch tensors
@@ -485,11 +485,12 @@ def matmul_kernels():
     Each launcher returns ``out`` (allocated when None) and has a ``kind``: ``"shipped"`` (in
     :mod:`numba_tma.kernels.gemm`: the wgmma GEMM's ``WgmmaConfig`` rungs, one block per tile,
     the persistent kernel ``matmul()`` runs, its 2-CTA cluster form and its 256 x 128 tiles,
-    its stream-K form (which fp8 block scales choose), and the ``mma.sync`` ``GemmConfig``
-    rung) or ``"ladder"`` (in :mod:`numba_tma.ladders`: the ping-pong wgmma GEMM, forced
-    through ``matmul()``'s config as the shipped rungs are and validated like it; seed 004's SIMT fp32 GEMM, float32 operands only,
-    and seed 002's one-warp rungs, 16 x 16 float16 operands only, each checking its own
-    operands); its ``module`` names the module of the kernel's config (or function).
+    its stream-K form (which fp8 chooses for block scales and decode-like products), and the
+    ``mma.sync`` ``GemmConfig`` rung) or ``"ladder"`` (in :mod:`numba_tma.ladders`: the
+    ping-pong wgmma GEMM, forced through ``matmul()``'s config as the shipped rungs are and
+    validated like it; seed 004's SIMT fp32 GEMM, float32 operands only, and seed 002's
+    one-warp rungs, 16 x 16 float16 operands only, each checking its own operands); its
+    ``module`` names the module of the kernel's config (or function).
     """
     from .kernels.gemm.stream_k import StreamKConfig
     from .ladders import gemm_pingpong, simt_gemm, warp_gemm
