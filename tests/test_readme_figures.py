@@ -109,6 +109,8 @@ def _column_kind(header):
         return "TFLOP/s"
     if "GB/s" in header:
         return "GB/s"
+    if "TB/s" in header:
+        return "TB/s"
     if header.startswith("x "):
         return "x"
     last = header.split()[-1] if header else ""
@@ -143,7 +145,7 @@ def result_numbers(by_kind=None):
             text = path.read_text()
             flat.update(float(m) for m in re.findall(r"\d+(?:\.\d+)?", text))
             _text_numbers(text, out)
-    out["TB/s"] = {x / 1000 for x in out.get("GB/s", ())}
+    out["TB/s"] = out.get("TB/s", set()) | {x / 1000 for x in out.get("GB/s", ())}
     if by_kind is not None:
         by_kind.update(out)
     return flat
