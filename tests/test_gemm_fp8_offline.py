@@ -10,8 +10,10 @@ import pytest
 
 from numba_tma import NoGPUError, matmul, matmul_fp8, operands
 from numba_tma.kernels.gemm import KernelSpec, WgmmaConfig
-from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_SPLIT, FP8_NARROW, OVERLAPPED,
-                                           TALL, WIDE, choose_fp8_config)
+from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_SPLIT, FP8_NARROW, FP8_UNPAIRED,
+                                           OVERLAPPED, TALL, WIDE, choose_config,
+                                           choose_fp8_config)
+from numba_tma.kernels.gemm.scheduler import waves
 from sass_checks import on_mlir, skip_on_mlir
 
 BASE, MB = 1 << 40, 1 << 20
@@ -96,6 +98,23 @@ def test_promoted_tiles_widen_where_they_take_no_more_time():
             assert choose_fp8_config(4096, 7168, 16384, 132, scale, promote).bn == 128
         assert choose_fp8_config(4096, 4096, 4096, 132, scale, promote).bn == 128
     assert choose_fp8_config(8192, 8192, 8192, 132, "tensor", False).bn == 256   # fast: as is
+
+
+def test_one_level_path_takes_single_ctas_where_k_is_whole_lines():
+    # choose_config's 128 x 256 CTA pairs become single CTAs for fp8 where K is a multiple of
+    # 128 (measured level or faster but in one run of four at 8192^3: docs/fp8.md); at other K
+    # the pairs stay (each box row then straddles two L2 lines, and a pair loads B's once),
+    # and the single CTAs never take more rounds of the SMs.
+    for m, n, k in [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 4096),
+                    (3000, 5008, 4096)]:
+        paired = choose_config(m, n, k, 132)
+        assert paired in FP8_UNPAIRED
+        for scale in ("", "tensor", "row"):
+            cfg = choose_fp8_config(m, n, k, 132, scale)
+            assert cfg is FP8_UNPAIRED[paired] and cfg.cluster_m == 1
+            assert waves(m, n, cfg, 132) <= waves(m, n, paired, 132)
+    assert choose_fp8_config(3000, 5008, 4112, 132, "tensor") is choose_config(3000, 5008, 4112,
+                                                                               132)
 
 
 def test_block_scales_split_the_last_round_where_it_pays():

@@ -14,7 +14,7 @@ from .scheduler import tile_counts, waves
 from .stream_k import StreamKConfig, stream_k_split
 
 __all__ = ["choose_config", "choose_fp8_config", "SHIPPED_CONFIGS", "FP8_NARROW", "FP8_BLOCK",
-           "FP8_PAIRS", "FP8_SPLIT"]
+           "FP8_PAIRS", "FP8_SPLIT", "FP8_UNPAIRED"]
 
 #: 128 x 256 tiles take 4 slots with each slot's wgmma group retired before the next
 #: (mma_pipe=0).
@@ -59,6 +59,11 @@ FP8_BLOCK = {128: WgmmaConfig(128, stages=6, mma_pipe=0, c_buffers=1),
 #: whole 128-byte lines (each box row then straddles two: docs/fp8.md).
 FP8_PAIRS = {"block": FP8_BLOCK[128].replace(cluster_m=2),
              "promoted": FP8_NARROW[128].replace(cluster_m=2)}
+
+#: fp8's one-level path takes 128 x 256 tiles in single CTAs where choose_config pairs them
+#: and K is a multiple of 128 (docs/fp8.md, "The one-level path: its tiles and its stores");
+#: pairs never take fewer rounds of the SMs than single CTAs.
+FP8_UNPAIRED = {CLUSTER: WIDE, OVERLAPPED[CLUSTER]: OVERLAPPED[WIDE]}
 
 #: 128 x 192 tiles with the last round's tiles split along K over every block (stream-K,
 #: :mod:`.stream_k`; with fewer tiles than SMs, every tile's K): block scales' where whole
@@ -118,7 +123,8 @@ def choose_config(m, n, k, sms, ragged_rows=False):
 def choose_fp8_config(m, n, k, sms, scale, promote=False):
     """The config of an fp8 problem with scale mode ``scale`` ("", "tensor", "row", "block"):
     choose_config's, its one-block-per-tile narrow tiles replaced by persistent ones
-    (:data:`FP8_NARROW`); block scales (:data:`FP8_BLOCK`) and promoted accumulation
+    (:data:`FP8_NARROW`) and, where K is a multiple of 128, its 128 x 256 CTA pairs by single
+    CTAs (:data:`FP8_UNPAIRED`); block scales (:data:`FP8_BLOCK`) and promoted accumulation
     (``promote``) take 128 x 128 tiles, in 2-CTA clusters where K is not a multiple of 128 and
     the row tiles pair up (:data:`FP8_PAIRS`), or 128 x 192 where those take no more of each
     SM's time (rounds of the SMs times the tile's work: at most two thirds of 128 x 128's
@@ -141,6 +147,8 @@ def choose_fp8_config(m, n, k, sms, scale, promote=False):
             return FP8_SPLIT
         return (FP8_BLOCK if scale == "block" else FP8_NARROW)[bn]
     cfg = choose_config(m, n, k, sms)
+    if k % BLOCK_K == 0:
+        cfg = FP8_UNPAIRED.get(cfg, cfg)
     return cfg if cfg.persistent else FP8_NARROW[cfg.bn]
 
 
