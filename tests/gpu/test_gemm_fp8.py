@@ -17,7 +17,7 @@ from test_readme_examples import as_front_end
 
 from numba_tma import matmul
 from numba_tma.kernels.gemm import WgmmaConfig
-from numba_tma.kernels.gemm.choose import (CLUSTER, FP8_BLOCK, FP8_NARROW, OVERLAPPED, TALL,
+from numba_tma.kernels.gemm.choose import (CLUSTER, FP8_BLOCK, FP8_NARROW, N192, OVERLAPPED, TALL,
                                            WIDE)
 from numba_tma.kernels.gemm.stream_k import StreamKConfig, stream_k_split
 
@@ -226,6 +226,18 @@ def test_row_scale_shapes_and_mixed_sides():
                  reference(a, b, sa_b, torch.full(blocks, 2.0, device="cuda")), "f32")
 
 
+@pytest.mark.parametrize("cfg, fast", [(None, False), (None, True), (WIDE, True), (TALL, True),
+                                       (FP8_NARROW[64], False), (FP8_BLOCK[192], False)],
+                         ids=lambda x: repr(x) if isinstance(x, WgmmaConfig) else str(x))
+def test_row_scales_where_the_last_tile_has_four_columns(cfg, fast):
+    # N = 132 (f32 C: rows of whole 16 bytes): the last tile's threads of columns 132 and 134
+    # start past C and read its last column's scale (scales.col_index)
+    m, n, k = 300, 132, 272
+    a, b, sa, sb = problem(m, n, k, mode="row")
+    assert_exact(run(a, b, sa, sb, "f32", config=cfg, fast_accum=fast), reference(a, b, sa, sb),
+                 "f32")
+
+
 def test_alpha_beta_f32_out():
     m, n, k = 500, 264, 304
     a, b, sa, sb = problem(m, n, k, mode="row")
@@ -280,6 +292,7 @@ def _numba_t(d):
 # (config, scale mode, fast_accum)
 FORCED = [(OVERLAPPED[WIDE], "row", True), (OVERLAPPED[WIDE], "tensor", True),
           (WIDE, "row", True), (TALL, "row", True), (OVERLAPPED[CLUSTER], "tensor", True),
+          (OVERLAPPED[CLUSTER], "row", True), (OVERLAPPED[N192], "row", True),
           (FP8_BLOCK[64], "block", False), (FP8_BLOCK[128], "block", False),
           (FP8_NARROW[128], "row", False),
           (FP8_NARROW[64], "tensor", False),

@@ -60,25 +60,47 @@ def tensor_alpha(alpha, sa, sb):
     return alpha * sa[0, 0] * sb[0, 0]
 
 
+@inline_device
+def col_index(col0, lane, n):
+    """A consumer thread's first column of a tile clamped to C, ``c``, and how far past it C's
+    columns go, ``last``, both unsigned 32-bit: ``sb[c + min(j, last), 0]`` is column
+    ``min(col0 + 2 (lane % 4) + j, n - 1)``'s. A clamp in 64 bits and numba's wrap of a
+    negative index per load made the loads most of the epilogue's instructions, which slowed
+    row scales measurably (docs/fp8.md, "Row scales' loads")."""
+    c = min(col0 + 2 * (lane & 3), n - 1)
+    return np.uint32(c), np.uint32(n - 1 - c)
+
+
 @functools.cache
 def rowcol_scaler(nacc, halves):
     """``scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n)``: multiply a consumer thread's
     accumulators (``acc``; ``acc2`` its second m64 half's when ``halves`` = 2, 64 rows below)
     by ``sa[row, 0] * sb[col, 0]``; ``r`` is :func:`thread_row`."""
     TILES = nacc // 4           # n8 tiles: accumulators 4t..4t+3 are rows (r, r + 8) x 2 columns
+    BATCH = min(TILES, 16)
+
+    @inline_device
+    def scale_n8(acc, t, fa0, fa1, fb0, fb1):
+        acc[4 * t] *= fa0 * fb0
+        acc[4 * t + 1] *= fa0 * fb1
+        acc[4 * t + 2] *= fa1 * fb0
+        acc[4 * t + 3] *= fa1 * fb1
 
     @inline_device
     def scale_half(acc, sa, sb, r, col0, lane, m, n):
         fa0 = sa[min(r, m - 1), 0]
         fa1 = sa[min(r + 8, m - 1), 0]
-        c = col0 + 2 * (lane & 3)
-        for t in range(TILES):
-            fb0 = sb[min(c + 8 * t, n - 1), 0]
-            fb1 = sb[min(c + 8 * t + 1, n - 1), 0]
-            acc[4 * t] *= fa0 * fb0
-            acc[4 * t + 1] *= fa0 * fb1
-            acc[4 * t + 2] *= fa1 * fb0
-            acc[4 * t + 3] *= fa1 * fb1
+        c, last = col_index(col0, lane, n)
+        for t in range(BATCH):
+            scale_n8(acc, t, fa0, fa1, sb[c + min(np.uint32(8 * t), last), 0],
+                     sb[c + min(np.uint32(8 * t + 1), last), 0])
+        if TILES > BATCH:
+            # (in two batches: all 64 loads at once left a 128 x 256 tile's consumer 8 bytes
+            # short of registers; a load does not move across the warp's sync)
+            cuda.syncwarp()
+            for t in range(BATCH, TILES):
+                scale_n8(acc, t, fa0, fa1, sb[c + min(np.uint32(8 * t), last), 0],
+                         sb[c + min(np.uint32(8 * t + 1), last), 0])
 
     @inline_device
     def scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n):
@@ -100,10 +122,10 @@ def rowcol_packer(nacc, out_kind):
     def pack_tile(c16, acc, sa, sb, r, col0, lane, m, n, alpha):
         fa0 = alpha * sa[min(r, m - 1), 0]
         fa1 = alpha * sa[min(r + 8, m - 1), 0]
-        c = col0 + 2 * (lane & 3)
+        c, last = col_index(col0, lane, n)
         for t in range(nacc // 4):
-            fb0 = sb[min(c + 8 * t, n - 1), 0]
-            fb1 = sb[min(c + 8 * t + 1, n - 1), 0]
+            fb0 = sb[c + min(np.uint32(8 * t), last), 0]
+            fb1 = sb[c + min(np.uint32(8 * t + 1), last), 0]
             c16[2 * t] = pack(acc[4 * t] * (fa0 * fb0), acc[4 * t + 1] * (fa0 * fb1))
             c16[2 * t + 1] = pack(acc[4 * t + 2] * (fa1 * fb0), acc[4 * t + 3] * (fa1 * fb1))
 
