@@ -95,8 +95,9 @@ def rowcol_scaler(nacc, halves):
             scale_n8(acc, t, fa0, fa1, sb[c + min(np.uint32(8 * t), last), 0],
                      sb[c + min(np.uint32(8 * t + 1), last), 0])
         if TILES > BATCH:
-            # (in two batches: all 64 loads at once left a 128 x 256 tile's consumer 8 bytes
-            # short of registers; a load does not move across the warp's sync)
+            # (in two batches with a warp sync between, which ptxas schedules the loads
+            # around: all 64 at once left a 128 x 256 tile's consumer 8 bytes short of
+            # registers)
             cuda.syncwarp()
             for t in range(BATCH, TILES):
                 scale_n8(acc, t, fa0, fa1, sb[c + min(np.uint32(8 * t), last), 0],
