@@ -77,7 +77,7 @@ def rowcol_scaler(nacc, halves):
     accumulators (``acc``; ``acc2`` its second m64 half's when ``halves`` = 2, 64 rows below)
     by ``sa[row, 0] * sb[col, 0]``; ``r`` is :func:`thread_row`."""
     TILES = nacc // 4           # n8 tiles: accumulators 4t..4t+3 are rows (r, r + 8) x 2 columns
-    BATCH = min(TILES, 16)
+    BATCH = 16                  # (n8 tiles whose loads ptxas may hoist together)
 
     @inline_device
     def scale_n8(acc, t, fa0, fa1, fb0, fb1):
@@ -91,17 +91,14 @@ def rowcol_scaler(nacc, halves):
         fa0 = sa[min(r, m - 1), 0]
         fa1 = sa[min(r + 8, m - 1), 0]
         c, last = col_index(col0, lane, n)
-        for t in range(BATCH):
+        for t in range(TILES):
+            if t == BATCH:
+                # (in two batches with a warp sync between, which ptxas schedules the loads
+                # around: all 64 at once left a 128 x 256 tile's consumer 8 bytes short of
+                # registers)
+                cuda.syncwarp()
             scale_n8(acc, t, fa0, fa1, sb[c + min(np.uint32(8 * t), last), 0],
                      sb[c + min(np.uint32(8 * t + 1), last), 0])
-        if TILES > BATCH:
-            # (in two batches with a warp sync between, which ptxas schedules the loads
-            # around: all 64 at once left a 128 x 256 tile's consumer 8 bytes short of
-            # registers)
-            cuda.syncwarp()
-            for t in range(BATCH, TILES):
-                scale_n8(acc, t, fa0, fa1, sb[c + min(np.uint32(8 * t), last), 0],
-                         sb[c + min(np.uint32(8 * t + 1), last), 0])
 
     @inline_device
     def scale_tile(acc, acc2, sa, sb, r, col0, lane, m, n):
