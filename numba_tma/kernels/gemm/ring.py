@@ -37,8 +37,7 @@ from ..._bridge import inline_device, tail
 from ... import bulk, cluster, intmath, mbarrier, tma
 
 __all__ = ["SPAN", "BK", "ATOM", "ATOM_BYTES", "SCALE_ROWS", "B_RUN", "SLOT_SCALES",
-           "slice_loader",
-           "slot_release", "shared_views", "scale_rows", "scale_rows_bytes",
+           "slice_loader", "slot_release", "shared_views", "scale_rows", "scale_rows_bytes",
            "scale_rows_end", "barrier_setup", "ring", "Parts"]
 
 SPAN = 128                   # bytes in one 128B-swizzle row: 64 16-bit elements
