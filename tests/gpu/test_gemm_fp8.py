@@ -19,6 +19,7 @@ from numba_tma import matmul
 from numba_tma.kernels.gemm import WgmmaConfig
 from numba_tma.kernels.gemm.choose import (CLUSTER, FP8_BLOCK, FP8_NARROW, N192, OVERLAPPED, TALL,
                                            WIDE)
+from numba_tma.kernels.gemm.plan import sm_count
 from numba_tma.kernels.gemm.stream_k import StreamKConfig, stream_k_split
 
 torch = pytest.importorskip("torch")
@@ -313,10 +314,6 @@ def test_forced_configs_exact(cfg, mode, fast, shape):
 
 
 SK192 = StreamKConfig(192, stages=5, mma_pipe=0, c_buffers=1)
-
-
-def sm_count():
-    return torch.cuda.get_device_properties(0).multi_processor_count
 
 
 def split_shape(ways):
