@@ -314,6 +314,17 @@ def test_k_zero_scales_out():
     np.testing.assert_array_equal(out.copy_to_host(), np.zeros((m, n), np.float32))
 
 
+@pytest.mark.parametrize("cfg", OVERLAPPED[:2], ids=repr)
+def test_k_zero_overlapped_epilogue_writes_zeros(cfg):
+    # The overlapped epilogue zeroes no accumulators where a first slice overwrites them: with
+    # K = 0 there is none, and every tile (several per block) must still be stored as zeros.
+    m, n = 3000, 2600
+    out = poisoned((m, n), np.float16)
+    matmul(cuda.to_device(np.zeros((m, 0), np.float16)),
+           cuda.to_device(np.zeros((0, n), np.float16)), out, config=cfg)
+    np.testing.assert_array_equal(out.copy_to_host(), np.zeros((m, n), np.float16))
+
+
 def check_default_path_exact(a, b, da, db, alpha, beta):
     """matmul(da, db, out) with the config it chooses, exact against ``a @ b`` (small integers)
     into 16-bit and f32 ``out``, then ``alpha * a @ b + beta * C`` into an f32 C."""

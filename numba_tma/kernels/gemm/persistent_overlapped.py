@@ -48,6 +48,10 @@ def kernel(cfg, spec):
     pack = warp.pack_f16x2 if spec.out_kind == "f16" else warp.pack_bf16x2
     pack_scaled = rowcol_packer(NACC, spec.out_kind)
     EPI = spec.epilogue is not None
+    # The tile's first wgmma overwrites the accumulators (scale-d = 0) instead of adding
+    # to zeros. Not with row scales or a user epilogue: there the previous tile's values,
+    # which that wgmma nominally reads, stay live through the packing, and ptxas spills.
+    FRESH = SCALE != "row" and not EPI
     scale_tile = rowcol_scaler(NACC, 1)
     if EPI:     # (written out: LLVM would not unroll a loop of the user's code)
         body = [f"c16[{w}] = pack(APPLY(alpha * acc[{2 * w}], row + {8 * (w & 1)}, "
@@ -86,7 +90,7 @@ def kernel(cfg, spec):
         # (if there is one) stored between its wgmma issue and its wait.
         if kt < kt1:
             consumer_wait(full, s, passes)
-            mma_issue(acc, tiles, s, c, False)
+            mma_issue(acc, tiles, s, c, FRESH and kt == 0)
             if pend:
                 boxes = store_packed(c16, dyn8, c_map, stage, lane, pcrow, pcol, m, n, boxes,
                                      words, j)
@@ -119,7 +123,8 @@ def kernel(cfg, spec):
         while unit < dp_units:
             row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)
             unit += nclusters
-            zero(acc)
+            if not FRESH or num_k == 0:     # (K = 0: no first wgmma)
+                zero(acc)
             wgmma.fence_operand(acc, NACC)
             # (one call per box: j stays a constant, and so every register index)
             s, passes, boxes = slot_storing(acc, c16, tiles, full, empty, c, lane, 0, num_k, s,
