@@ -771,8 +771,8 @@ def test_every_script_imports_without_an_optional_library():
 
 # --- plots -------------------------------------------------------------------------------------
 
-SCRIPTS = ("gemm", "gemm_epilogue", "gemm_fp8", "host", "multicast", "reduce", "transpose", "transpose_ceiling",
-           "transpose_tune", "warp_gemm_banks")
+SCRIPTS = ("gemm", "gemm_epilogue", "gemm_fp8", "gemm_fp8_power", "host", "multicast", "reduce",
+           "transpose", "transpose_ceiling", "transpose_tune", "warp_gemm_banks")
 
 
 def png_size(path):
@@ -866,6 +866,7 @@ NEEDS = [
     ("gemm", [], ("torch", "an sm_90 GPU")),
     ("gemm_epilogue", [], ("torch", "an sm_90 GPU")),
     ("gemm_fp8", [], ("torch", "an sm_90 GPU")),
+    ("gemm_fp8_power", [], ("torch", "an sm_90 GPU")),
     ("host", [], ("torch", "an sm_90 GPU")),
     ("multicast", [], ("an sm_90 GPU",)),
     ("reduce", [], ("an sm_90 GPU",)),

@@ -4,6 +4,7 @@ bench has them, one line per kernel and baseline. matplotlib is optional and imp
 """
 
 import os
+import statistics
 
 
 def _label(value):
@@ -32,6 +33,16 @@ def _points_gemm_fp8(rows):
         if _ok(r) and r.get("TFLOPs") is not None:
             yield (f"{r['in_dtype']} {r['scale']} scales, {r['accum']} accumulation",
                    r["kernel"], _label(r["shape"]), r["TFLOPs"])
+
+
+def _points_gemm_fp8_power(rows):
+    # One panel: each kernel's rate at the power limit, the median of its rounds per shape.
+    rates = {}
+    for r in rows:
+        if _ok(r) and r.get("TFLOPs") is not None:
+            rates.setdefault((r["kernel"], _label(r["shape"])), []).append(r["TFLOPs"])
+    for (kernel, shape), values in rates.items():
+        yield ("", kernel, shape, statistics.median(values))
 
 
 def _points_gemm_epilogue(rows):
@@ -111,6 +122,8 @@ PLOTS = {
     "gemm": (_points_gemm, "TFLOP/s", "M x N x K"),
     "gemm_fp8": (_points_gemm_fp8, "TFLOP/s", "M x N x K"),
     "gemm_epilogue": (_points_gemm_epilogue, "TFLOP/s (the GEMM's 2MNK)", "epilogue"),
+    "gemm_fp8_power": (_points_gemm_fp8_power, "TFLOP/s back to back, at the power limit",
+                       "M x N x K"),
     "transpose": (_points_bandwidth, "GB/s", "shape"),
     "reduce": (_points_bandwidth, "GB/s", "shape"),
     "transpose_ceiling": (_points_bandwidth, "GB/s", "shape"),
