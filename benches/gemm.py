@@ -101,39 +101,16 @@ def parse_dtypes(text):
 
 
 def parse_config(text):
-    """``"NAME=field=value,field=value"`` -> ``(NAME, WgmmaConfig(field=value, ...))``: a kernel
-    row named NAME forcing that config (values: integers, or true/false; ``stream_k=true`` or
-    ``pingpong=true`` take the ladders' ``StreamKConfig`` / ``PingPongConfig``)."""
-    from numba_tma.kernels.gemm import WgmmaConfig
-    from numba_tma.ladders.gemm_pingpong import PingPongConfig
-    from numba_tma.ladders.gemm_stream_k import StreamKConfig
-
+    """``"NAME=field=value,field=value"`` -> ``(NAME, config)``: a kernel row named NAME forcing
+    the config ``bench.wgmma_config`` reads from the rest."""
     name, sep, spec = text.partition("=")
     name = name.strip()
     if not sep or not name or not spec.strip():
         raise ValueError(f"--config {text!r}: write NAME=field=value,... (WgmmaConfig's "
                          f"keywords, e.g. w256=bn=256,stages=4)")
-    fields = {}
-    for part in spec.split(","):
-        key, sep, value = (x.strip() for x in part.partition("="))
-        if not sep or not key.isidentifier() or not value:
-            raise ValueError(f"--config {text!r}: {part!r} is not field=value")
-        if value.lower() in ("true", "false"):
-            fields[key] = value.lower() == "true"
-        else:
-            try:
-                fields[key] = int(value)
-            except ValueError:
-                raise ValueError(f"--config {text!r}: {key} = {value!r} is not an integer or "
-                                 f"true/false") from None
-    cls = WgmmaConfig
-    if fields.pop("stream_k", False):
-        cls = StreamKConfig
-    if fields.pop("pingpong", False):
-        cls = PingPongConfig
     try:
-        return name, cls(**fields)
-    except TypeError as exc:            # an unknown keyword
+        return name, bench.wgmma_config(spec)
+    except ValueError as exc:
         raise ValueError(f"--config {text!r}: {exc}") from None
 
 

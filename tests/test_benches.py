@@ -576,6 +576,26 @@ def test_gemm_bench_rejects_configs(gemm, text, capsys):
     assert exc.value.code == 2 and "--config" in capsys.readouterr().err
 
 
+def test_wgmma_config_reads_every_bench_config():
+    # The one parser of every bench's --config (gemm.py's rows add a NAME= before it).
+    from numba_tma.kernels.gemm import WgmmaConfig
+    from numba_tma.kernels.gemm.stream_k import StreamKConfig
+    from numba_tma.ladders.gemm_pingpong import PingPongConfig
+
+    read = toolkit.wgmma_config
+    assert read("bn=256, stages=4,mma_pipe=0,overlap_epilogue=TRUE") == WgmmaConfig(
+        256, stages=4, mma_pipe=0, overlap_epilogue=True)
+    assert read("bn=192,stages=5,mma_pipe=0,c_buffers=1,stream_k=true") == StreamKConfig(
+        192, stages=5, mma_pipe=0, c_buffers=1)
+    assert read("bn=128,stages=6,pingpong=true") == read(" pingpong ") == PingPongConfig(
+        128, stages=6)
+    for text, match in [("bn", "'bn' is not FIELD=VALUE"), ("bn=2x", "not an integer"),
+                        ("bn=256,,stages=4", "'' is not FIELD=VALUE"), ("bogus=1", "bogus"),
+                        ("bn=96", "bn = 96 must be one of")]:
+        with pytest.raises(ValueError, match=match):
+            read(text)
+
+
 @pytest.mark.parametrize("text", ["float32", "int8", ",", "", "float16,fp64"])
 def test_gemm_bench_rejects_dtypes(gemm, text):
     with pytest.raises(SystemExit) as exc:

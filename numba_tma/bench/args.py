@@ -129,24 +129,35 @@ def uint_view_dtype(itemsize):
 
 
 def wgmma_config(text):
-    """``bn=128,cluster_m=2`` -> that ``WgmmaConfig`` (with ``stream_k=true``, that
-    ``StreamKConfig``); ``pingpong`` -> the ping-pong ladder's ``PingPongConfig(128, stages=6)``
-    (the benches' ``--config``)."""
-    if text.strip() == "pingpong":
-        from numba_tma.ladders.gemm_pingpong import PingPongConfig
-
-        return PingPongConfig(128, stages=6)
+    """``bn=128,cluster_m=2`` -> that ``WgmmaConfig`` (values: integers, or true/false); with
+    ``stream_k=true`` or ``pingpong=true``, the ladders' ``StreamKConfig`` / ``PingPongConfig``
+    of those fields; a bare ``pingpong``, ``PingPongConfig(128, stages=6)``. The benches'
+    ``--config``; raises ValueError naming the part it cannot take."""
     from numba_tma.kernels.gemm import WgmmaConfig
+    from numba_tma.kernels.gemm.stream_k import StreamKConfig
+    from numba_tma.ladders.gemm_pingpong import PingPongConfig
 
+    if text.strip() == "pingpong":
+        return PingPongConfig(128, stages=6)
     fields = {}
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        if not value:
-            raise ValueError(f"{item!r} is not FIELD=VALUE")
-        flag = {"true": True, "false": False}.get(value.strip().lower())
-        fields[name.strip()] = int(value) if flag is None else flag
+    for part in text.split(","):
+        key, sep, value = (x.strip() for x in part.partition("="))
+        if not sep or not key.isidentifier() or not value:
+            raise ValueError(f"{part!r} is not FIELD=VALUE (WgmmaConfig's keywords, e.g. "
+                             f"bn=256,stages=4)")
+        flag = {"true": True, "false": False}.get(value.lower())
+        if flag is None:
+            try:
+                flag = int(value)
+            except ValueError:
+                raise ValueError(f"{key} = {value!r} is not an integer or true/false") from None
+        fields[key] = flag
+    cls = WgmmaConfig
     if fields.pop("stream_k", False):
-        from numba_tma.kernels.gemm.stream_k import StreamKConfig
-
-        return StreamKConfig(**fields)
-    return WgmmaConfig(**fields)
+        cls = StreamKConfig
+    if fields.pop("pingpong", False):
+        cls = PingPongConfig
+    try:
+        return cls(**fields)
+    except TypeError as exc:            # an unknown keyword
+        raise ValueError(str(exc)) from None
