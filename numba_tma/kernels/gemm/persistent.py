@@ -24,9 +24,10 @@ import numpy as np
 
 from ..._frontend import cuda
 from ..._bridge import inline_device
-from .config import CONSUMER_THREADS, CONSUMER_WARPS
+from .config import CONSUMER_THREADS, CONSUMER_WARPS, WG_ROWS
 from .epilogue import staged_epilogue
 from .frame import persistent_kernel, persistent_parts
+from .mainloop import zeroing
 from .scales import (BLOCK_K, promoting_mainloop, rowcol_scaler, serial_promoting_mainloop,
                      tensor_alpha, thread_row)
 from .stream_k import stream_k_parts
@@ -60,10 +61,30 @@ def kernel(cfg, spec):
         else:
             mma_promoted = promoting_mainloop(F.P, F.R, SCALE == "block")
 
+    # A consumer whose m64 rows all lie past M (a product of up to 64 rows, or the last tile
+    # row's second half) issues no wgmma: it gives its slots back as they fill, and the other
+    # consumer has the tensor cores to itself.
+    ONE_HALF = F.P.HALVES == 1
+    consumer_wait, consumer_release, next_slot = (F.R.consumer_wait, F.R.consumer_release,
+                                                  F.R.next_slot)
+    zero = zeroing(NACC)
+
+    @inline_device
+    def pass_slots(acc, full, empty, lane, kt0, kt1, s, passes):
+        zero(acc)
+        for kt in range(kt0, kt1):
+            consumer_wait(full, s, passes)
+            if lane == 0 or SCALE == "block":   # (the mainloops' arrivals on a slot)
+                consumer_release(empty, s)
+            s, passes = next_slot(s, passes)
+        return s, passes
+
     @inline_device
     def product(acc, acc2, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, r,
-                row0, col0):
+                row0, col0, m):
         # The consumer's share of the tile's product over K slices kt0..kt1.
+        if ONE_HALF and row0 + c * WG_ROWS >= m:
+            return pass_slots(acc, full, empty, lane, kt0, kt1, s, passes)
         if PROMOTE and SERIAL:
             # (B's second N block starts at column 128 of an even tile column, 64 of an odd)
             return mma_serial(acc, part, tiles, full, empty, c, lane, kt0, kt1, s, passes,
@@ -105,7 +126,7 @@ def kernel(cfg, spec):
             unit += nclusters
             r = thread_row(row0, cw, lane, TM)
             s, passes = product(acc, acc2, part, part2, tiles, full, empty, c, lane, 0, num_k, s,
-                                passes, r, row0, col0)
+                                passes, r, row0, col0, m)
             boxes, loads = finish(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, r, row0,
                                   col0, m, n, alpha, beta, words, old, boxes, loads, sa, sb, ep)
         if SK:
@@ -116,7 +137,7 @@ def kernel(cfg, spec):
                 row0, col0 = tile_origin(dp_units + t, tiles_m, tiles_n, rank)
                 r = thread_row(row0, cw, lane, TM)
                 s, passes = product(acc, acc2, part, part2, tiles, full, empty, c, lane, k0, k1,
-                                    s, passes, r, row0, col0)
+                                    s, passes, r, row0, col0, m)
                 if k0 == 0:
                     fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k)
                     boxes, loads = finish(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, r,
