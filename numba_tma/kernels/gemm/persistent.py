@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from ..._frontend import cuda
+from ..._frontend import cuda, front_end
 from ..._bridge import inline_device
 from .config import CONSUMER_THREADS, CONSUMER_WARPS, WG_ROWS
 from .epilogue import staged_epilogue
@@ -63,8 +63,9 @@ def kernel(cfg, spec):
 
     # A consumer whose m64 rows all lie past M (a product of up to 64 rows, or the last tile
     # row's second half) issues no wgmma: it gives its slots back as they fill, and the other
-    # consumer has the tensor cores to itself.
-    ONE_HALF = F.P.HALVES == 1
+    # consumer has the tensor cores to itself. (Not on numba-cuda-mlir, whose build of that
+    # branch spills 32 bytes in the promoting kernels.)
+    ONE_HALF = F.P.HALVES == 1 and front_end() != "numba-cuda-mlir"
     consumer_wait, consumer_release, next_slot = (F.R.consumer_wait, F.R.consumer_release,
                                                   F.R.next_slot)
     zero = zeroing(NACC)
