@@ -66,11 +66,16 @@ def smi_device(torch):
 
 
 def sample_power(device, stop, rows):
-    """Append nvidia-smi's ``QUERY`` of ``device`` to ``rows`` until ``stop`` is set."""
+    """Append nvidia-smi's ``QUERY`` of ``device`` to ``rows`` until ``stop`` is set (none
+    where nvidia-smi cannot run: the rows' clock and power are then left blank)."""
     while not stop.is_set():
-        out = subprocess.run(["nvidia-smi", "-i", device, f"--query-gpu={QUERY}",
-                              "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, check=False).stdout
+        try:
+            out = subprocess.run(["nvidia-smi", "-i", device, f"--query-gpu={QUERY}",
+                                  "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, check=False).stdout
+        except OSError as exc:
+            bench.log(f"no power samples: {bench.why(exc)}")
+            return
         fields = [f.strip() for f in out.strip().split(",")]
         if len(fields) == 5:
             rows.append(fields)
@@ -106,7 +111,8 @@ def sustained(torch, fn, device, seconds, warm):
 def summarize(samples):
     """Median SM MHz and watts, the power limit, and the fraction of samples power-capped."""
     if not samples:
-        return {"sm_MHz": None, "watts": None, "power_limit_W": None, "power_capped": None}
+        return {"sm_MHz": None, "watts": None, "power_limit_W": None, "power_capped": None,
+                "temperature_C": None}
     num = lambda i: statistics.median(float(s[i]) for s in samples)   # noqa: E731
     return {"sm_MHz": num(0), "watts": num(1), "power_limit_W": num(2),
             "power_capped": sum(s[3] == "Active" for s in samples) / len(samples),

@@ -65,7 +65,7 @@ def kernel(cfg, spec):
     # row's second half) issues no wgmma: it gives its slots back as they fill, and the other
     # consumer has the tensor cores to itself. (Not on numba-cuda-mlir, whose build of that
     # branch spills 32 bytes in the promoting kernels.)
-    ONE_HALF = F.P.HALVES == 1 and front_end() != "numba-cuda-mlir"
+    SKIPS_EMPTY_HALF = F.P.HALVES == 1 and front_end() != "numba-cuda-mlir"
     consumer_wait, consumer_release, next_slot = (F.R.consumer_wait, F.R.consumer_release,
                                                   F.R.next_slot)
     zero = zeroing(NACC)
@@ -84,7 +84,7 @@ def kernel(cfg, spec):
     def product(acc, acc2, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, r,
                 row0, col0, m):
         # The consumer's share of the tile's product over K slices kt0..kt1.
-        if ONE_HALF and row0 + c * WG_ROWS >= m:
+        if SKIPS_EMPTY_HALF and row0 + c * WG_ROWS >= m:
             return pass_slots(acc, full, empty, lane, kt0, kt1, s, passes)
         if PROMOTE and SERIAL:
             # (B's second N block starts at column 128 of an even tile column, 64 of an odd)
