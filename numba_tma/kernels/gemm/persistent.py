@@ -63,9 +63,11 @@ def kernel(cfg, spec):
 
     # A consumer whose m64 rows all lie past M (a product of up to 64 rows, or the last tile
     # row's second half) issues no wgmma: it gives its slots back as they fill, and the other
-    # consumer has the tensor cores to itself. (Not on numba-cuda-mlir, whose build of that
-    # branch spills 32 bytes in the promoting kernels.)
-    SKIPS_EMPTY_HALF = F.P.HALVES == 1 and front_end() != "numba-cuda-mlir"
+    # consumer has the tensor cores to itself. Only with mma_pipe=0 (every shipped config):
+    # with 1, ptxas then built the descriptors per thread (72 R2UR inside the wgmma groups);
+    # and not on numba-cuda-mlir, whose build of the branch spills 32 bytes.
+    SKIPS_EMPTY_HALF = (F.P.HALVES == 1 and cfg.mma_pipe == 0
+                        and front_end() != "numba-cuda-mlir")
     consumer_wait, consumer_release, next_slot = (F.R.consumer_wait, F.R.consumer_release,
                                                   F.R.next_slot)
     zero = zeroing(NACC)
