@@ -12,7 +12,6 @@ torch's median time over this row's, both of the same round.
 """
 
 import argparse
-import statistics
 import subprocess
 import sys
 import threading
@@ -95,25 +94,21 @@ def sustained(torch, fn, device, seconds, warm):
     t0 = time.perf_counter()
     try:
         while time.perf_counter() - t0 < seconds:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(BATCH):
-                fn()
-            end.record()
-            end.synchronize()
-            batches.append(start.elapsed_time(end) / BATCH)
+            batches.append(bench.time_cuda_batch(
+                fn, BATCH, event=lambda: torch.cuda.Event(enable_timing=True),
+                synchronize=torch.cuda.synchronize))
     finally:
         stop.set()
         sampler.join()
-    return statistics.median(batches), samples
+    return bench.median(batches), samples
 
 
-def summarize(samples):
+def power_summary(samples):
     """Median SM MHz and watts, the power limit, and the fraction of samples power-capped."""
     if not samples:
         return {"sm_MHz": None, "watts": None, "power_limit_W": None, "power_capped": None,
                 "temperature_C": None}
-    num = lambda i: statistics.median(float(s[i]) for s in samples)   # noqa: E731
+    num = lambda i: bench.median([float(s[i]) for s in samples])   # noqa: E731
     return {"sm_MHz": num(0), "watts": num(1), "power_limit_W": num(2),
             "power_capped": sum(s[3] == "Active" for s in samples) / len(samples),
             "temperature_C": num(4)}
@@ -155,7 +150,7 @@ def run_shape(torch, args, gen, shape, device):
         timed = []
         for name, fn in kernels:
             ms, samples = sustained(torch, fn, device, args.seconds, args.warm)
-            timed.append((name, ms, summarize(samples)))
+            timed.append((name, ms, power_summary(samples)))
         their_ms = timed[-1][1]
         for name, ms, power in timed:
             row = {"in_dtype": "e4m3", "out_dtype": "bfloat16", "scale": "tensor",

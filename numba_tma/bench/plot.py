@@ -4,7 +4,8 @@ bench has them, one line per kernel and baseline. matplotlib is optional and imp
 """
 
 import os
-import statistics
+
+from .stats import median
 
 
 def _label(value):
@@ -42,7 +43,7 @@ def _points_gemm_fp8_power(rows):
         if _ok(r) and r.get("TFLOPs") is not None:
             rates.setdefault((r["kernel"], _label(r["shape"])), []).append(r["TFLOPs"])
     for (kernel, shape), values in rates.items():
-        yield ("", kernel, shape, statistics.median(values))
+        yield ("", kernel, shape, median(values))
 
 
 def _points_gemm_epilogue(rows):
