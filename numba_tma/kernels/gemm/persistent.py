@@ -29,7 +29,7 @@ from .epilogue import staged_epilogue
 from .frame import persistent_kernel, persistent_parts
 from .mainloop import zeroing
 from .scales import (BLOCK_K, promoting_mainloop, rowcol_scaler, serial_promoting_mainloop,
-                     tensor_alpha, thread_row)
+                     slot_releaser, tensor_alpha, thread_row)
 from .stream_k import stream_k_parts
 
 __all__ = ["kernel"]
@@ -68,8 +68,8 @@ def kernel(cfg, spec):
     # and not on numba-cuda-mlir, whose build of the branch spills 32 bytes.
     SKIPS_EMPTY_HALF = (F.P.HALVES == 1 and cfg.mma_pipe == 0
                         and front_end() != "numba-cuda-mlir")
-    consumer_wait, consumer_release, next_slot = (F.R.consumer_wait, F.R.consumer_release,
-                                                  F.R.next_slot)
+    consumer_wait, next_slot = F.R.consumer_wait, F.R.next_slot
+    release = slot_releaser(F.R, SCALE == "block")      # (the main loops' arrivals on a slot)
     zero = zeroing(NACC)
 
     @inline_device
@@ -77,8 +77,7 @@ def kernel(cfg, spec):
         zero(acc)
         for kt in range(kt0, kt1):
             consumer_wait(full, s, passes)
-            if lane == 0 or SCALE == "block":   # (the mainloops' arrivals on a slot)
-                consumer_release(empty, s)
+            release(empty, s, lane)
             s, passes = next_slot(s, passes)
         return s, passes
 

@@ -40,8 +40,8 @@ from .mainloop import zeroing
 from .ring import B_RUN, SCALE_ROWS, SLOT_SCALES
 
 __all__ = ["SCALE_MODES", "BLOCK_K", "thread_row", "tensor_alpha", "rowcol_scaler",
-           "rowcol_packer", "promoting_mainloop", "serial_promoting_mainloop", "stage_scales",
-           "stage_grid"]
+           "rowcol_packer", "promoting_mainloop", "serial_promoting_mainloop", "slot_releaser",
+           "stage_scales", "stage_grid"]
 
 SCALE_MODES = ("tensor", "row", "block")
 BLOCK_K = 128           # K (and N, for B) per block scale: one fp8 ring slice
@@ -184,13 +184,28 @@ def _promoter(nacc, first):
 
 
 @functools.cache
+def slot_releaser(ring, scaled):
+    """``release(empty, s, lane)``: a consumer thread's part in giving ``ring``'s slot ``s``
+    back. With block scales in the slot (``scaled``) every lane arrives, its own reads of them
+    ordered before its arrival; else lane 0 for its warp."""
+    consumer_release = ring.consumer_release
+
+    @inline_device
+    def release(empty, s, lane):
+        if scaled:
+            consumer_release(empty, s)
+        elif lane == 0:
+            consumer_release(empty, s)
+
+    return release
+
+
+@functools.cache
 def _slot_parts(ring, scaled):
     """``(scales, release)`` of a promoting main loop: ``scales(rows, s, lr, kt)``, slice
     ``kt``'s scales in slot ``s``, ``(a0, a1, b0, b1)``: A's of the thread's rows ``lr`` and
     ``lr + 8``, B's of the tile's N block and (128 x 192 tiles) of the next (ones without
-    ``scaled``); ``release(empty, s, lane)`` gives the slot back: with scales every lane, its
-    own reads of them ordered before its arrival, else lane 0 for its warp."""
-    consumer_release = ring.consumer_release
+    ``scaled``); ``release``: :func:`slot_releaser`'s."""
 
     @inline_device
     def scales(rows, s, lr, kt):
@@ -201,14 +216,7 @@ def _slot_parts(ring, scaled):
         one = np.float32(1)
         return one, one, one, one
 
-    @inline_device
-    def release(empty, s, lane):
-        if scaled:
-            consumer_release(empty, s)
-        elif lane == 0:
-            consumer_release(empty, s)
-
-    return scales, release
+    return scales, slot_releaser(ring, scaled)
 
 
 def _loop_parts(parts, ring, scaled):
