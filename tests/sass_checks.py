@@ -27,6 +27,19 @@ def check_clean(kb):
     assert not kb.has("LDL") and not kb.has("STL")
 
 
+def r2ur_in_wgmma_groups(sass):
+    """R2UR moves between a wgmma group's first HGMMA/QGMMA and its last (the one that sets
+    gsb0): a descriptor built per thread and moved to the uniform registers mid-group, which
+    stalls the issue of the group's next wgmma."""
+    count, in_group = 0, False
+    for line in sass.splitlines():
+        if "GMMA" in line:
+            in_group = "gsb0" not in line
+        elif in_group and "R2UR" in line:
+            count += 1
+    return count
+
+
 # Exact instruction counts (and a few instruction forms) are the code one toolchain printed: the
 # ones the tests pin were read with nvJitLink 13.5, the version CI installs. Under another (the
 # H100 image's is 13.0) they are not compared; what the code must do still is.

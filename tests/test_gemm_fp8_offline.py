@@ -10,11 +10,11 @@ import pytest
 
 from numba_tma import NoGPUError, matmul, matmul_fp8, operands
 from numba_tma.kernels.gemm import KernelSpec, WgmmaConfig
-from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_SPLIT, FP8_NARROW, FP8_UNPAIRED,
-                                           OVERLAPPED, TALL, WIDE, choose_config,
+from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_PAIRS, FP8_SPLIT, FP8_NARROW,
+                                           FP8_UNPAIRED, OVERLAPPED, TALL, WIDE, choose_config,
                                            choose_fp8_config)
 from numba_tma.kernels.gemm.scheduler import waves
-from sass_checks import on_mlir, skip_on_mlir
+from sass_checks import on_mlir, r2ur_in_wgmma_groups, skip_on_mlir
 
 BASE, MB = 1 << 40, 1 << 20
 offline = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
@@ -42,6 +42,9 @@ KERNELS = [
     (FP8_SPLIT, KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block"), 192),
     (FP8_NARROW[64], KernelSpec(True, True, "e5m2_e5m2", "f32", True, "row", True), 64),
     (FP8_NARROW[128], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "", True), 128),
+    (FP8_PAIRS["block"], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "block"), 128),
+    (FP8_PAIRS["promoted"], KernelSpec(True, True, "e4m3_e4m3", "bf16", False, "tensor", True),
+     128),
 ]
 
 
@@ -62,6 +65,10 @@ def test_fp8_kernels_sass(cfg, spec, n):
     assert not kb.has("DFMA") and not kb.has("F2F.F64.F32")     # scales stay fp32
     # ptxas neither serializes the wgmmas nor injects waits (it says so in its info log)
     assert "C7514" not in kb.info_log and "C7517" not in kb.info_log
+    # ... and each group's QGMMAs issue back to back from uniform registers (not yet with
+    # f32 output and beta, as test_wgmma_offline's 16-bit kernels)
+    if not (spec.out_kind == "f32" and spec.has_beta):
+        assert r2ur_in_wgmma_groups(kb.sass) == 0
     if spec.scale == "block":
         # one fp32 FMA per accumulator and slice: 64 x 128 per consumer warpgroup = 64 each
         assert kb.count("FFMA") >= cfg.bn // 2

@@ -22,7 +22,7 @@ from numba_tma.ladders.gemm_pingpong import PingPongConfig
 from numba_tma.ladders.gemm_stream_k import StreamKConfig
 from numba_tma.ladders.wgmma_probe import probe_kernel, probe_signature
 from numba_tma.offline import compile_kernel
-from sass_checks import check_clean, collected, compiled_in_processes, take
+from sass_checks import check_clean, collected, compiled_in_processes, r2ur_in_wgmma_groups, take
 
 TypingError = errors.TypingError   # (the front end's: numba-cuda or numba-cuda-mlir)
 
@@ -236,19 +236,6 @@ def _stores_under_wgmma(sass):
     return False
 
 
-def _r2ur_in_groups(sass):
-    """R2UR moves between a wgmma group's first HGMMA and its last (the one that sets gsb0): a
-    descriptor built per thread and moved to the uniform registers mid-group, which stalls the
-    issue of the group's next HGMMA."""
-    count, in_group = 0, False
-    for line in sass.splitlines():
-        if "HGMMA" in line:
-            in_group = "gsb0" not in line
-        elif in_group and "R2UR" in line:
-            count += 1
-    return count
-
-
 def gemm_config(bn, kw):
     """The config of a GEMM_CASES entry: ``stream_k`` and ``pingpong`` name the ladders'."""
     kw = dict(kw)
@@ -333,7 +320,7 @@ def test_gemm_sass(case, gemm_binaries):
     # stream-K's fixup crowd the uniform registers: there ptxas still builds B's descriptors
     # per thread.
     if not stream_k and not (args[3] == "f32" and args[4]):
-        assert _r2ur_in_groups(sass) == 0
+        assert r2ur_in_wgmma_groups(sass) == 0
 
 
 def test_config_errors():

@@ -63,10 +63,14 @@ def kernel(cfg, spec):
 
     # A consumer whose m64 rows all lie past M (a product of up to 64 rows, or the last tile
     # row's second half) issues no wgmma: it gives its slots back as they fill, and the other
-    # consumer has the tensor cores to itself. Only with mma_pipe=0 (every shipped config):
-    # with 1, ptxas then built the descriptors per thread (72 R2UR inside the wgmma groups);
-    # and not on numba-cuda-mlir, whose build of the branch spills 32 bytes.
+    # consumer has the tensor cores to itself. Only where ptxas keeps the wgmma descriptors
+    # uniform beside the branch: not with mma_pipe=1 (72 R2UR inside the wgmma groups of the
+    # 16-bit CLUSTER kernel), nor in the promoting loop of 128 x 128 tiles with block scales
+    # or in CTA pairs (2 to 24, and block scales measured slower at 4096^3: docs/fp8.md);
+    # not on numba-cuda-mlir, whose build of the branch spills 32 bytes.
     SKIPS_EMPTY_HALF = (F.P.HALVES == 1 and cfg.mma_pipe == 0
+                        and not (PROMOTE and cfg.bn == 128
+                                 and (SCALE == "block" or cfg.cluster_m > 1))
                         and front_end() != "numba-cuda-mlir")
     consumer_wait, next_slot = F.R.consumer_wait, F.R.next_slot
     release = slot_releaser(F.R, SCALE == "block")      # (the main loops' arrivals on a slot)
