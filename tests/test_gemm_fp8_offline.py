@@ -79,6 +79,22 @@ def test_fp8_kernels_sass(cfg, spec, n):
     elif spec.promote:
         assert kb.count("FADD") >= cfg.bn // 2          # ... or an add, without scales
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D")
+    if cfg.stream_k:
+        # the fix-up's loads of a partial and a partial's stores issue back to back (constant
+        # offsets from one view), not each behind its own index arithmetic
+        assert _longest_run(kb.sass, "LDG.E ") >= cfg.bn // 2
+        assert _longest_run(kb.sass, "STG.E ") >= cfg.bn // 2
+
+
+def _longest_run(sass, op, gap=3):
+    """The most ``op`` instructions in a row of the SASS, each within ``gap`` instructions of
+    the one before."""
+    at = [i for i, line in enumerate(sass.splitlines()) if op in line]
+    best = run = 1 if at else 0
+    for prev, i in zip(at, at[1:]):
+        run = run + 1 if i - prev <= gap else 1
+        best = max(best, run)
+    return best
 
 
 def test_fp8_configs_are_persistent():

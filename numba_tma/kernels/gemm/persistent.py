@@ -144,13 +144,14 @@ def kernel(cfg, spec):
                 r = thread_row(row0, cw, lane, TM)
                 s, passes = product(acc, acc2, part, part2, tiles, full, empty, c, lane, k0, k1,
                                     s, passes, r, row0, col0, m)
+                live = row0 + c * WG_ROWS < m       # (else this consumer's partials are zeros)
                 if k0 == 0:
-                    fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k)
+                    fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k, live)
                     boxes, loads = finish(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, r,
                                           row0, col0, m, n, alpha, beta, words, old, boxes,
                                           loads, sa, sb, ep)
                 else:
-                    leave_partial(acc, ws, flags, ct, cid)
+                    leave_partial(acc, ws, flags, ct, cid, live)
                 it += k1 - k0
 
     # (block scales: every consumer thread releases each slot, after reading its scales)

@@ -29,7 +29,7 @@ import threading
 import numpy as np
 
 from ..._frontend import cuda, types
-from ..._bridge import inline_device
+from ..._bridge import inline_device, tail
 from ... import barrier, intmath, mbarrier, wgmma
 from ...launch import is_capturing
 from .config import BM, CONSUMER_THREADS, SIGNATURE, WgmmaConfig
@@ -163,8 +163,10 @@ def stream_k_parts(nacc):
     accumulators each (one m64 half): ``share(b, sk_iters, blocks)`` (block ``b``'s first
     and end slice), ``segment(it, hi, num_k)`` (the tile, counted from the first split one, of
     slice ``it`` and the slices ``k0..k1`` of it that the share up to ``hi`` covers),
-    ``fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1, num_k)`` (the finishing block
-    adds the partials of split tile ``t``) and ``leave_partial(acc, ws, flags, ct, cid)``."""
+    ``fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1, num_k, live)`` (the finishing
+    block adds the partials of split tile ``t``) and ``leave_partial(acc, ws, flags, ct, cid,
+    live)``; a consumer whose rows all lie past M (``live`` False) takes part in their
+    barriers and flags but neither stores nor loads its partials (zeros nobody stores)."""
     CT = CONSUMER_THREADS
     PART = CT * nacc                            # workspace floats of one block's partial tile
     FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
@@ -204,25 +206,35 @@ def stream_k_parts(nacc):
         return t, k0, min(num_k, k0 + hi - it)
 
     @inline_device
-    def fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1, num_k):
+    def fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1, num_k, live):
         t_end = (t + 1) * num_k
-        p = cid + 1
-        while k1 < num_k and p < blocks and first_slice(p, sk_iters, blocks) < t_end:
-            if ct == 0:
-                take_partial(flags, p)
+        if k1 < num_k:
+            # The partials of blocks cid + 1, ... (whose shares start inside the tile): the
+            # first warp's lanes take up to 32 of their flags at once, then every thread adds
+            # them in, with no barrier between one partial and the next.
+            if ct < 32:
+                p = cid + 1 + ct
+                while p < blocks and first_slice(p, sk_iters, blocks) < t_end:
+                    take_partial(flags, p)
+                    p += 32
                 cuda.threadfence()
-            cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
+                cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
             barrier.sync(FIXUP_BARRIER, CT)
-            for i in range(nacc):
-                acc[i] += ws[p * PART + i * CT + ct]
-            p += 1
+            p = cid + 1
+            while live and p < blocks and first_slice(p, sk_iters, blocks) < t_end:
+                part = tail(ws, p * PART + ct)
+                for i in range(nacc):
+                    acc[i] += part[i * CT]
+                p += 1
         wgmma.fence_operand(acc, nacc)
 
     @inline_device
-    def leave_partial(acc, ws, flags, ct, cid):
+    def leave_partial(acc, ws, flags, ct, cid, live):
         # A share that starts inside its tile: the accumulators to the block's slot, flagged.
-        for i in range(nacc):
-            ws[cid * PART + i * CT + ct] = acc[i]
+        if live:
+            part = tail(ws, cid * PART + ct)
+            for i in range(nacc):
+                part[i * CT] = acc[i]
         cuda.threadfence()
         barrier.sync(FIXUP_BARRIER, CT)
         if ct == 0:
