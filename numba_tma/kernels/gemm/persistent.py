@@ -66,7 +66,7 @@ def kernel(cfg, spec):
     # consumer has the tensor cores to itself. Only where ptxas keeps the wgmma descriptors
     # uniform beside the branch: not with mma_pipe=1 (72 R2UR inside the wgmma groups of the
     # 16-bit CLUSTER kernel), nor in the promoting loop of 128 x 128 tiles with block scales
-    # or in CTA pairs (2 to 24, and block scales measured slower at 4096^3: docs/fp8.md);
+    # or in CTA pairs (2 to 24 R2UR; block scales measured slower at 4096^3: docs/fp8.md);
     # not on numba-cuda-mlir, whose build of the branch spills 32 bytes.
     SKIPS_EMPTY_HALF = (F.P.HALVES == 1 and cfg.mma_pipe == 0
                         and not (PROMOTE and cfg.bn == 128
