@@ -350,6 +350,8 @@ def test_config_errors():
                 dict(stages=4, mma_pipe=0, overlap_epilogue=True)):
         with pytest.raises(ValueError, match="stream-K needs persistent=True, cluster_m=1"):
             StreamKConfig(**{"bn": 256, **bad})
+    with pytest.raises(ValueError, match="stages = 2 is too few for bn = 256"):
+        StreamKConfig(256, stages=2)        # (the fix-up's buffers: half a ring per consumer)
     for bad in (dict(cluster_m=2), dict(bm=256), dict(mma_pipe=0),
                 dict(stages=4, mma_pipe=0, overlap_epilogue=True)):
         with pytest.raises(ValueError, match="ping-pong"):

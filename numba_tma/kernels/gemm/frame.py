@@ -123,7 +123,7 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
     BK, SCALED = F.BK, F.SCALED
     if SK:
         assert CM == 1
-        walk = stream_k_parts(F.P.NACC)
+        walk = stream_k_parts(F.P.NACC, F.RING_BYTES)
         share, segment = walk.share, walk.segment
 
     @inline_device

@@ -23,7 +23,7 @@ import functools
 import numpy as np
 
 from ..._frontend import cuda, front_end
-from ..._bridge import inline_device
+from ..._bridge import inline_device, tail
 from .config import CONSUMER_THREADS, CONSUMER_WARPS, WG_ROWS
 from .epilogue import staged_epilogue
 from .frame import persistent_kernel, persistent_parts
@@ -49,7 +49,7 @@ def kernel(cfg, spec):
     PROMOTE = spec.promoted
     SK = cfg.stream_k                   # the last round's tiles split along K (.stream_k)
     if SK:
-        walk = stream_k_parts(NACC)
+        walk = stream_k_parts(NACC, F.RING_BYTES)
         share, segment, fix_up, leave_partial = (walk.share, walk.segment, walk.fix_up,
                                                  walk.leave_partial)
     SERIAL = cfg.bn > BLOCK_K           # 128 x 192: one slice's product beside the accumulators
@@ -146,7 +146,8 @@ def kernel(cfg, spec):
                                     s, passes, r, row0, col0, m)
                 live = row0 + c * WG_ROWS < m       # (else this consumer's partials are zeros)
                 if k0 == 0:
-                    fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k, live)
+                    fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k, live,
+                           tail(dynf, first >> 2), extra)
                     boxes, loads = finish(acc, acc2, dyn8, dynf, c_map, cbar, stage, cw, lane, r,
                                           row0, col0, m, n, alpha, beta, words, old, boxes,
                                           loads, sa, sb, ep)
@@ -156,4 +157,5 @@ def kernel(cfg, spec):
 
     # (block scales: every consumer thread releases each slot, after reading its scales)
     releases = CONSUMER_THREADS if SCALE == "block" else CONSUMER_WARPS
-    return persistent_kernel(cfg, F, consume, empty_arrivals=releases, stream_k=SK)
+    return persistent_kernel(cfg, F, consume, empty_arrivals=releases,
+                             init_extra=walk.init_barriers if SK else None, stream_k=SK)

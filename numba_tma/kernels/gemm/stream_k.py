@@ -4,12 +4,17 @@ block (:class:`StreamKConfig`).
 Every block first takes ``dp_units`` tiles whole (the same number each), then an even share of
 the remaining tiles' K slices (:func:`stream_k_split`, :func:`stream_k_schedule`): a share that
 starts inside a tile stops at the tile's end or earlier, and its fp32 accumulators go to the
-block's workspace slot (fragment order: element ``i`` of consumer thread ``t`` at
-``i * 256 + t``, coalesced) and its flag is raised; the block whose share holds a tile's first
+block's workspace slot (below) and its flag is raised; the block whose share holds a tile's first
 slice finishes that tile last (its share ends there), adds the partials of the following blocks
 whose shares start inside the tile (waiting on their flags, which it lowers again for the next
 launch), and stores C. Every block of a persistent launch is resident, and a block waits only on
 higher-numbered blocks' first segments, which wait on nobody: no deadlock.
+
+A consumer warpgroup's part of a partial (element ``i`` of its thread ``t`` at ``i * 128 + t``)
+is contiguous, and the finishing block bulk-copies those parts into its ring, which its share no
+longer needs (the tile it finishes is its last): one thread per consumer issues the copies, two
+in flight where they fit, and the consumer's threads add them from shared memory, rather than
+each thread loading every partial from L2 itself, one round trip after another.
 
 The accumulators a segment leaves are sums over its K slices that the finishing block adds as
 they are: for fp8 the promoted sums already carry their block scales, and per-tensor or
@@ -30,10 +35,10 @@ import numpy as np
 
 from ..._frontend import cuda, types
 from ..._bridge import inline_device, tail
-from ... import barrier, intmath, mbarrier, wgmma
+from ... import barrier, bulk, fence, intmath, mbarrier, wgmma
 from ...launch import is_capturing
 from .config import BM, CONSUMER_THREADS, SIGNATURE, WgmmaConfig
-from .ring import Parts
+from .ring import SPAN, Parts
 
 __all__ = ["StreamKConfig", "stream_k_split", "stream_k_schedule", "workspace_floats",
            "stream_k_parts", "MIN_STREAM_K_SLICES", "SIGNATURE_STREAM_K"]
@@ -46,6 +51,10 @@ SIGNATURE_STREAM_K = SIGNATURE[:-1] + ", float32[::1], uint32[::1], int64, int64
 _WORKSPACE, _FLAGS, _DP_UNITS, _SK_ITERS = 0, 1, 2, 3   # their places after the scales
 #: A stream-K split pays only where each block gets at least this many K slices of the tail.
 MIN_STREAM_K_SLICES = 4
+#: Ring buffers per consumer warpgroup that the fix-up copies partials into, at most, and the
+#: mbarriers the kernel adds for them (one per buffer and consumer).
+FIXUP_BUFFERS = 2
+FIXUP_BARRIERS = 2 * FIXUP_BUFFERS
 
 
 def stream_k_split(tiles, blocks, num_k):
@@ -123,6 +132,7 @@ class StreamKConfig(WgmmaConfig):
     extra_argtypes = (types.Array(types.float32, 1, "C"), types.Array(types.uint32, 1, "C"),
                       types.int64, types.int64)
     stream_k = True
+    extra_barriers = FIXUP_BARRIERS
 
     def _check(self):
         super()._check()
@@ -132,6 +142,11 @@ class StreamKConfig(WgmmaConfig):
                              f"overlap_epilogue=False; got persistent={self.persistent}, "
                              f"cluster_m={self.cluster_m}, bm={self.bm}, "
                              f"overlap_epilogue={self.overlap_epilogue}")
+        half_part = 4 * (CONSUMER_THREADS // 2) * (self.bn // 2)
+        if self.stages * (self.bm + self.bn) * SPAN // 2 < half_part:
+            raise ValueError(f"stream-K copies a consumer's part of each partial ({half_part} "
+                             f"bytes) into its half of the ring: stages = {self.stages} is "
+                             f"too few for bn = {self.bn}")
 
     def check_spec(self, spec):
         super().check_spec(spec)
@@ -158,18 +173,27 @@ class StreamKConfig(WgmmaConfig):
 
 
 @functools.cache
-def stream_k_parts(nacc):
+def stream_k_parts(nacc, ring_bytes):
     """The device functions of a stream-K walk whose consumer threads hold ``nacc``
-    accumulators each (one m64 half): ``share(b, sk_iters, blocks)`` (block ``b``'s first
-    and end slice), ``segment(it, hi, num_k)`` (the tile, counted from the first split one, of
-    slice ``it`` and the slices ``k0..k1`` of it that the share up to ``hi`` covers),
-    ``fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1, num_k, live)`` (the finishing
-    block adds the partials of split tile ``t``) and ``leave_partial(acc, ws, flags, ct, cid,
-    live)``; a consumer whose rows all lie past M (``live`` False) takes part in their
-    barriers and flags but neither stores nor loads its partials (zeros nobody stores)."""
+    accumulators each (one m64 half) and whose ring is ``ring_bytes`` long: ``share(b,
+    sk_iters, blocks)`` (block ``b``'s first and end slice), ``segment(it, hi, num_k)`` (the
+    tile, counted from the first split one, of slice ``it`` and the slices ``k0..k1`` of it that
+    the share up to ``hi`` covers), ``fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1,
+    num_k, live, ring, bars)`` (the finishing block adds the partials of split tile ``t``
+    through ``ring``, its ring as float32, and ``bars``, the ``FIXUP_BARRIERS`` barriers that
+    ``init_barriers(bars)`` sets up), ``leave_partial(acc, ws, flags, ct, cid, live)``; a
+    consumer whose rows all lie past M (``live`` False) takes part in their barriers and flags
+    but neither stores nor loads its partials (zeros nobody stores)."""
     CT = CONSUMER_THREADS
+    WT = CT // 2                                # threads of one consumer warpgroup
+    assert WT == 128                            # (c = ct >> 7)
+    HALF = WT * nacc                            # floats of a consumer's part of a partial
     PART = CT * nacc                            # workspace floats of one block's partial tile
+    HALF_BYTES = 4 * HALF
+    NBUF = min(FIXUP_BUFFERS, ring_bytes // 2 // HALF_BYTES)    # per consumer, in its half
+    assert NBUF >= 1, "StreamKConfig._check: the ring holds a consumer's part of a partial"
     FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
+    CONSUMER_BARRIER = 2                        # ... and of consumer c's 128, plus c
     TIMEOUT = mbarrier.WAIT_TIMEOUT_NS          # the hang-debugging switch, as mbarrier.wait's
     # The flags' values in their own type (uint32): numba-cuda-mlir 0.6.0 lowers a cas of
     # int64 literals on a uint32 array to an i64/i32 select its verifier rejects.
@@ -206,39 +230,78 @@ def stream_k_parts(nacc):
         return t, k0, min(num_k, k0 + hi - it)
 
     @inline_device
-    def fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1, num_k, live):
+    def leaves_partial(p, blocks, sk_iters, t_end):
+        # Block p's share starts inside the tile that ends at slice t_end.
+        return p < blocks and first_slice(p, sk_iters, blocks) < t_end
+
+    @inline_device
+    def init_barriers(bars):
+        for j in range(FIXUP_BARRIERS):
+            mbarrier.init(bars[j:], 1)
+
+    @inline_device
+    def copy_part(buf, src, bars, q):
+        # The consumer's part of the tile's partial q into its buffer q % NBUF.
+        j = q % NBUF
+        bar = tail(bars, j)
+        mbarrier.arrive_expect_tx(bar, HALF_BYTES)
+        bulk.copy_global_to_shared(tail(buf, j * HALF), tail(src, q * PART), HALF_BYTES, bar)
+
+    @inline_device
+    def fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1, num_k, live, ring, bars):
         t_end = (t + 1) * num_k
         if k1 < num_k:
             # The partials of blocks cid + 1, ... (whose shares start inside the tile): the
-            # first warp's lanes take up to 32 of their flags at once, then every thread adds
-            # them in, with no barrier between one partial and the next.
+            # first warp's lanes take up to 32 of their flags at once.
             if ct < 32:
                 p = cid + 1 + ct
-                while p < blocks and first_slice(p, sk_iters, blocks) < t_end:
+                while leaves_partial(p, blocks, sk_iters, t_end):
                     take_partial(flags, p)
                     p += 32
                 cuda.threadfence()
                 cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
+            # After it both consumers' wgmmas have retired and every slot's loads have landed:
+            # the ring is free (this tile is the block's last).
             barrier.sync(FIXUP_BARRIER, CT)
-            p = cid + 1
-            while live and p < blocks and first_slice(p, sk_iters, blocks) < t_end:
-                part = tail(ws, p * PART + ct)
-                for i in range(nacc):
-                    acc[i] += part[i * CT]
-                p += 1
+            if live:
+                c = ct >> 7
+                wt = ct & (WT - 1)
+                parts = 0
+                while leaves_partial(cid + 1 + parts, blocks, sk_iters, t_end):
+                    parts += 1
+                src = tail(ws, (cid + 1) * PART + c * HALF)
+                buf = tail(ring, c * (NBUF * HALF))
+                cbars = tail(bars, c * FIXUP_BUFFERS)
+                if wt == 0:     # (parts >= 1: every share holds MIN_STREAM_K_SLICES slices)
+                    fence.proxy_async_global()      # (the flags' acquire, for the bulk copies)
+                    copy_part(buf, src, cbars, 0)
+                    if NBUF > 1 and parts > 1:
+                        copy_part(buf, src, cbars, 1)
+                for q in range(parts):
+                    mbarrier.wait(tail(cbars, q % NBUF), (q // NBUF) & 1)
+                    part = tail(buf, (q % NBUF) * HALF + wt)
+                    for i in range(nacc):
+                        acc[i] += part[i * WT]
+                    if q + NBUF < parts:
+                        # (every thread of the consumer has read the buffer before it refills)
+                        barrier.sync(CONSUMER_BARRIER + c, WT)
+                        if wt == 0:
+                            copy_part(buf, src, cbars, q + NBUF)
         wgmma.fence_operand(acc, nacc)
 
     @inline_device
     def leave_partial(acc, ws, flags, ct, cid, live):
-        # A share that starts inside its tile: the accumulators to the block's slot, flagged.
+        # A share that starts inside its tile: the accumulators to the block's slot (each
+        # consumer's part contiguous), flagged.
         if live:
-            part = tail(ws, cid * PART + ct)
+            c = ct >> 7
+            part = tail(ws, cid * PART + c * HALF + (ct & (WT - 1)))
             for i in range(nacc):
-                part[i * CT] = acc[i]
+                part[i * WT] = acc[i]
         cuda.threadfence()
         barrier.sync(FIXUP_BARRIER, CT)
         if ct == 0:
             cuda.atomic.exch(flags, cid, RAISED)
 
-    return Parts(share=share, segment=segment, fix_up=fix_up, leave_partial=leave_partial)
-
+    return Parts(share=share, segment=segment, fix_up=fix_up, leave_partial=leave_partial,
+                 init_barriers=init_barriers)
