@@ -16,7 +16,7 @@ import typing
 from ... import wgmma
 from .ring import ATOM, SPAN, scale_rows_bytes
 
-__all__ = ["WgmmaConfig", "KernelSpec", "smem_bytes", "BM", "WG_ROWS", "THREADS",
+__all__ = ["WgmmaConfig", "KernelSpec", "smem_bytes", "ring_bytes", "BM", "WG_ROWS", "THREADS",
            "CONSUMER_WARPS", "CONSUMER_THREADS", "SWIZZLE_ALIGN", "SLAB_ROWS", "C_BOX_BYTES",
            "PRODUCER_REGS", "CONSUMER_REGS", "MAX_DYNAMIC_SMEM", "L2_PROMOTION", "SIGNATURE",
            "FP8_KINDS", "is_fp8"]
@@ -271,12 +271,18 @@ class WgmmaConfig:
         return f"{type(self).__name__}({self._fields_text()})"
 
 
+def ring_bytes(cfg):
+    """Bytes of ``cfg``'s ring: ``stages`` slots of ``bm`` rows of A and ``bn`` of B, one
+    128-byte K row each."""
+    return cfg.stages * (cfg.bm + cfg.bn) * SPAN
+
+
 def smem_bytes(cfg, out_itemsize, block=False, aux=False):
     """Dynamic shared memory of one block: barriers, alignment slack, the ring, and C's staging
     (persistent: ``c_buffers`` 16 x 128-byte boxes per consumer warp; with ``block`` scales also
     each slot's scales; one block per tile reuses the ring for C, and with ``aux`` for an
     auxiliary output's slabs after C's)."""
-    ring = cfg.stages * (cfg.bm + cfg.bn) * SPAN
+    ring = ring_bytes(cfg)
     bars = 8 * (2 * cfg.stages + CONSUMER_WARPS + cfg.extra_barriers) + SWIZZLE_ALIGN
     if cfg.persistent:
         return (bars + ring + (scale_rows_bytes(cfg.stages) if block else 0)

@@ -192,9 +192,7 @@ def slot_releaser(ring, scaled):
 
     @inline_device
     def release(empty, s, lane):
-        if scaled:
-            consumer_release(empty, s)
-        elif lane == 0:
+        if scaled or lane == 0:
             consumer_release(empty, s)
 
     return release

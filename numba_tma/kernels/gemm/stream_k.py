@@ -37,8 +37,8 @@ from ..._frontend import cuda, types
 from ..._bridge import inline_device, tail
 from ... import barrier, bulk, fence, intmath, mbarrier, wgmma
 from ...launch import is_capturing
-from .config import BM, CONSUMER_THREADS, SIGNATURE, WgmmaConfig
-from .ring import SPAN, Parts
+from .config import BM, CONSUMER_THREADS, SIGNATURE, WgmmaConfig, ring_bytes
+from .ring import Parts
 
 __all__ = ["StreamKConfig", "stream_k_split", "stream_k_schedule", "workspace_floats",
            "stream_k_parts", "MIN_STREAM_K_SLICES", "SIGNATURE_STREAM_K"]
@@ -143,7 +143,7 @@ class StreamKConfig(WgmmaConfig):
                              f"cluster_m={self.cluster_m}, bm={self.bm}, "
                              f"overlap_epilogue={self.overlap_epilogue}")
         half_part = 4 * (CONSUMER_THREADS // 2) * (self.bn // 2)
-        if self.stages * (self.bm + self.bn) * SPAN // 2 < half_part:
+        if ring_bytes(self) // 2 < half_part:
             raise ValueError(f"stream-K copies a consumer's part of each partial ({half_part} "
                              f"bytes) into its half of the ring: stages = {self.stages} is "
                              f"too few for bn = {self.bn}")
