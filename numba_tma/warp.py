@@ -1,4 +1,5 @@
-"""Warp-level tensor-core data movement and math: ``ldmatrix``, ``stmatrix`` and ``mma.sync``.
+"""Warp-level tensor-core data movement and math: ``ldmatrix``, ``stmatrix`` and ``mma.sync``;
+and ``elect_one`` (``elect.sync``), which picks one lane for one-thread work.
 
 PTX ISA: "Warp-level Matrix Multiply-Accumulate Instructions" (ldmatrix, stmatrix, mma), and its
 "Matrix Fragments for mma.m16n8k8 / m16n8k16 / m16n8k32" figures. ``ldmatrix`` needs sm_75, the
@@ -47,7 +48,7 @@ __all__ = [
     "ldmatrix", "stmatrix",
     "mma_m16n8k16_f32_f16", "mma_m16n8k16_f32_bf16", "mma_m16n8k16_f16_f16",
     "mma_m16n8k8_f32_f16", "mma_m16n8k8_f32_bf16", "mma_m16n8k32_s32_s8",
-    "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
+    "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2", "elect_one",
     "fragment_a_m16n8k16", "unfragment_a_m16n8k16", "fragment_b_m16n8k16", "unfragment_b_m16n8k16",
     "fragment_a_m16n8k8", "unfragment_a_m16n8k8", "fragment_b_m16n8k8", "unfragment_b_m16n8k8",
     "fragment_a_m16n8k32", "unfragment_a_m16n8k32", "fragment_b_m16n8k32", "unfragment_b_m16n8k32",
@@ -292,6 +293,18 @@ def unpack_bf16x2(word, high=False):
     host_call("warp.unpack_bf16x2")
 
 
+def elect_one():
+    """True in one lane of the warp, False in the other 31.
+
+    PTX: ``elect.sync _|p, 0xffffffff;`` (sm_90). SASS: ``ELECT``. Issued by: all 32 lanes of a
+    converged warp. Why: guarding one-thread work (a producer's TMA and bulk copies) with it
+    rather than with a test of the thread index lets ptxas issue each copy as it is; under
+    ``if tid == 0`` it wraps every copy in a loop over the active lanes (ELECT, PLOP3,
+    BRA.U.ANY), whose dependent instructions add up in a loop that issues copies every slice.
+    """
+    host_call("warp.elect_one")
+
+
 # ------------------------------------------------------------------------------------ overloads
 
 
@@ -364,6 +377,14 @@ def _unpack_overload(stub, kind):
         return lambda word, high=False: fn(types.uint32(word))
 
     return _ov
+
+
+_elect = declare("warp", "numba_tma_elect_sync", _u32())
+
+
+@overload(elect_one)
+def _ov_elect_one():
+    return lambda: _elect() != 0
 
 
 _pack_overload(pack_f16x2, _pack["f16"])

@@ -193,3 +193,15 @@ extern "C" __device__ float numba_tma_cvt_f32_bf16_lo(u32 w) { return __uint_as_
 extern "C" __device__ float numba_tma_cvt_f32_bf16_hi(u32 w) {
     return __uint_as_float(w & 0xffff0000u);
 }
+
+// ------------------------------------------------------------------------- elect.sync (sm_90)
+// 1 in one lane of the full, converged warp, 0 in the others. ptxas then knows a single lane runs
+// the branch it guards: the one-thread copies there (UTMALDG, UBLKCP) issue as they are, where
+// under a branch on the thread index each is wrapped in a loop over the active lanes (ELECT,
+// PLOP3, BRA.U.ANY).
+extern "C" __device__ u32 numba_tma_elect_sync() {
+    u32 r;
+    asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(r));
+    return r;
+}

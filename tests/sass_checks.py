@@ -40,6 +40,25 @@ def r2ur_in_wgmma_groups(sass):
     return count
 
 
+def producer_loops(sass):
+    """The bodies (lists of instruction texts) of the SASS loops (a predicated branch back)
+    that issue TMA loads (``UTMALDG``) and no wgmma: the producer's loops over slices and
+    tiles. (The unconditional branches back are the ends of waits' retries, not loops.)"""
+    import re
+
+    ins = [(int(m.group(1), 16), m.group(2)) for m in
+           re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    bodies = []
+    for at, text in ins:
+        m = re.search(r"\bBRA (?:0x)?([0-9a-f]+)", text)
+        if (m and text.startswith("@") and "U.ANY" not in text
+                and int(m.group(1), 16) < at):
+            body = [t for a, t in ins if int(m.group(1), 16) <= a <= at]
+            if any("UTMALDG" in t for t in body) and not any("GMMA" in t for t in body):
+                bodies.append(body)
+    return bodies
+
+
 # Exact instruction counts (and a few instruction forms) are the code one toolchain printed: the
 # ones the tests pin were read with nvJitLink 13.5, the version CI installs. Under another (the
 # H100 image's is 13.0) they are not compared; what the code must do still is.

@@ -14,7 +14,7 @@ from numba_tma.kernels.gemm.choose import (FP8_BLOCK, FP8_PAIRS, FP8_SPLIT, FP8_
                                            FP8_UNPAIRED, OVERLAPPED, TALL, WIDE, choose_config,
                                            choose_fp8_config)
 from numba_tma.kernels.gemm.scheduler import waves
-from sass_checks import on_mlir, r2ur_in_wgmma_groups, skip_on_mlir
+from sass_checks import on_mlir, producer_loops, r2ur_in_wgmma_groups, skip_on_mlir
 
 BASE, MB = 1 << 40, 1 << 20
 offline = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
@@ -78,6 +78,11 @@ def test_fp8_kernels_sass(cfg, spec, n):
     elif spec.promote:
         assert kb.count("FADD") >= cfg.bn // 2          # ... or an add, without scales
     assert kb.has("UTMALDG.2D") and kb.has("UTMASTG.2D")
+    # the producer's thread is elected (warp.elect_one): each load and bulk copy issues as it
+    # is, not wrapped in a loop over the active lanes (ELECT ... BRA.U.ANY); with block scales
+    # its instructions per slice are what the ring waits on
+    loops = producer_loops(kb.sass)
+    assert loops and not any("ELECT" in t or "U.ANY" in t for body in loops for t in body)
     if cfg.stream_k:
         # the fix-up bulk-copies the partials into the ring (the threads load none from L2)
         # and reads them from constant offsets of one view (each read beside the add of an
@@ -144,14 +149,14 @@ def test_one_level_path_takes_single_ctas_where_k_is_whole_lines():
 
 
 def test_block_scales_split_the_last_round_where_it_pays():
-    # 128 x 192 tiles with stream-K where 9.21 rounds of them (4096 x 7168) or 5.33 (4096 x
-    # 4096) cost less than 128 x 128's 14 or 8 whole rounds; not where K is short (4096^3: the
-    # fix-up's share of a round grows), where the 192 tiles fill their rounds (8192^2), for
-    # promoted per-tensor scales (whose 128 x 128 kernel is as fast), nor on fewer SMs where
-    # 128 x 128 tiles fill whole rounds.
+    # 128 x 192 tiles with stream-K where 9.21 rounds of them (4096 x 7168) cost less than
+    # 128 x 128's 14 whole rounds; not where 5.33 (4096 x 4096) cost about as much as 8, nor
+    # where K is short (4096^3: the fix-up's share of a round grows), where the 192 tiles fill
+    # their rounds (8192^2), for promoted per-tensor scales (whose 128 x 128 kernel is as
+    # fast), nor on fewer SMs where 128 x 128 tiles fill whole rounds.
     split = FP8_BLOCK[128] if on_mlir() else FP8_SPLIT    # (its build spills there)
     assert choose_fp8_config(4096, 7168, 16384, 132, "block") is split
-    assert choose_fp8_config(4096, 4096, 7168, 132, "block") is split
+    assert choose_fp8_config(4096, 4096, 7168, 132, "block") is FP8_BLOCK[128]
     assert choose_fp8_config(4096, 4096, 4096, 132, "block") is FP8_BLOCK[128]
     assert choose_fp8_config(8192, 8192, 8192, 132, "block") is FP8_BLOCK[192]
     assert choose_fp8_config(4096, 7168, 16384, 132, "tensor", True) is FP8_NARROW[128]

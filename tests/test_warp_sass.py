@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from numba_tma._frontend import cuda, errors
-from numba_tma import warp
+from numba_tma import bulk, warp
 from numba_tma.ladders.warp_gemm import gemm_16x16
 from sass_checks import check_clean
 
@@ -144,6 +144,32 @@ def test_gemm_main_loop_keeps_fragments_in_registers():
     assert ops["LDSM.16.M88.4"] >= 1 and ops["LDSM.16.MT88.4"] >= 1
     assert ops["HMMA.16816.F32"] >= 2
     assert ops["LDSM.16.M88.4"] * 2 == ops["HMMA.16816.F32"]  # 2 mmas per A load, unrolled or not
+
+
+def elect_copy_kernel(elected):
+    # A warp's one thread copies n chunks of 512 bytes (an mbarrier counts them): elected by
+    # warp.elect_one, or by its lane number.
+    def kernel(src, n):
+        buf = cuda.shared.array(1024, np.float32, alignment=128)
+        bar = cuda.shared.array(1, np.uint64)
+        lane = cuda.threadIdx.x % 32
+        if (warp.elect_one() if elected else lane == 0):
+            for i in range(n):
+                bulk.copy_global_to_shared(buf[(i & 7) * 128:], src[i * 128:], 512, bar)
+        cuda.syncwarp()
+
+    return kernel
+
+
+@needs_compiler
+def test_elect_one_issues_copies_as_they_are():
+    """A copy under warp.elect_one is the one UBLKCP; under ``lane == 0`` ptxas wraps each in a
+    loop over the active lanes (ELECT, PLOP3, BRA.U.ANY)."""
+    kb = compile_kernel(elect_copy_kernel(True), "void(float32[::1], int32)")
+    check_clean(kb)
+    assert kb.count("ELECT") == 1 and kb.has("UBLKCP.S.G") and not kb.has("BRA.U.ANY")
+    kb = compile_kernel(elect_copy_kernel(False), "void(float32[::1], int32)")
+    assert kb.has("UBLKCP.S.G") and kb.has("BRA.U.ANY")
 
 
 @needs_compiler

@@ -224,3 +224,18 @@ def test_gemm_main_loop(k):
                       cuda.to_device(b.view(np.uint16).ravel()), d, np.int32(k))
     want = a[:, :k].astype(np.float32) @ b[:k].astype(np.float32)
     np.testing.assert_array_equal(d.copy_to_host().reshape(16, 16), want)
+
+
+# ------------------------------------------------------------------------------- elect.sync
+
+@cuda.jit
+def elect_kernel(out):
+    out[cuda.threadIdx.x] = 1 if warp.elect_one() else 0
+
+
+def test_elect_one_picks_one_lane_per_warp():
+    out = cuda.to_device(np.full(128, 7, np.int32))          # poisoned
+    elect_kernel[1, 128](out)
+    got = out.copy_to_host().reshape(4, 32)
+    assert set(np.unique(got)) <= {0, 1}
+    np.testing.assert_array_equal(got.sum(axis=1), 1)

@@ -71,9 +71,10 @@ FP8_UNPAIRED = {CLUSTER: WIDE, OVERLAPPED[CLUSTER]: OVERLAPPED[WIDE]}
 #: mode's for decode-like products (:func:`_decode_split_pays`).
 FP8_SPLIT = StreamKConfig(192, stages=5, mma_pipe=0, c_buffers=1)
 #: The cost model of that choice (docs/fp8.md, "Stream-K"): block-scaled 128 x 192 tiles run
-#: about 4% more flops a second than 128 x 128 ones, and the split tiles' fix-up costs about
-#: 16 K slices of time.
-BLOCK_192_SPEEDUP = 1.04
+#: about 2% more flops a second than 128 x 128 ones (4% before the producer was elected:
+#: docs/fp8.md, "The producer's copies, elected"), and the split tiles' fix-up costs about 16
+#: K slices of time.
+BLOCK_192_SPEEDUP = 1.02
 SPLIT_FIXUP_SLICES = 16
 #: A decode-like product (M up to 64: one tile row, half of it empty) splits its 128 x 192 tiles
 #: along K over every block where each block gets at least this many K slices
@@ -163,7 +164,8 @@ def _split_pays(m, n, k, sms):
     tiles' work: the 128 x 192 tiles' rounds as a fraction (the split evens the last one out),
     times 1.5 / ``BLOCK_192_SPEEDUP``, plus the fix-up's ``SPLIT_FIXUP_SLICES`` of the ``k /
     128`` slices of a round, against 128 x 128 tiles' whole rounds. Measured on an H200: it
-    pays at 4096 x 7168 x 16384 and 4096 x 4096 x 7168, not at 4096^3 (a round of 32 slices).
+    pays at 4096 x 7168 x 16384, not at 4096 x 4096 x 7168 (5.33 rounds of 128 x 192 tiles
+    against 8 of 128 x 128) nor at 4096^3 (a round of 32 slices).
     Only where the 128 x 192 tiles fill at least one round (what it was measured on); never on
     numba-cuda-mlir, whose build of the stream-K kernels spills (docs/front_ends.md)."""
     if front_end() == "numba-cuda-mlir":

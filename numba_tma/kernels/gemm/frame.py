@@ -24,7 +24,7 @@ import functools
 from ..._frontend import cuda
 
 from ..._bridge import inline_device
-from ... import mbarrier, smem, tma, wgmma
+from ... import mbarrier, smem, tma, warp, wgmma
 from .config import (CONSUMER_REGS, CONSUMER_WARPS, C_BOX_BYTES, PRODUCER_REGS, SWIZZLE_ALIGN,
                      THREADS)
 from .mainloop import slice_k, tile_mainloop, wgmma_parts
@@ -168,9 +168,10 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
         start_dependent()
 
         if wg == 0:
-            # Producer: one thread issues every load, running ahead across tiles.
+            # Producer: one thread issues every load, running ahead across tiles (elected in
+            # warp 0, so that ptxas issues each copy as it is: warp.elect_one).
             wgmma.setmaxnreg_dec(PRODUCER_REGS)
-            if tid == 0:
+            if tid < 32 and warp.elect_one():
                 s = 0
                 passes = 0
                 unit = cid

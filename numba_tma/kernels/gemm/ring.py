@@ -205,6 +205,17 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
         return s, passes
 
     @inline_device
+    def next_slot_u32(s, passes):
+        # next_slot in 32 bits, for the producer's loops: numba's 64-bit counters cost the
+        # producer, whose instructions per slice can bound the ring, a carry and a high-word
+        # compare each.
+        s = np.uint32(s + 1)
+        if s == S:
+            s = np.uint32(0)
+            passes = np.uint32(passes + 1)
+        return s, passes
+
+    @inline_device
     def skip_slots(s, passes, count):
         # The ring position count slots on.
         t = s + count
@@ -213,9 +224,10 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
 
     @inline_device
     def producer_acquire(empty, s, passes):
-        # The slot's contents of the pass before were released by every consumer warp.
-        if passes > 0:
-            mbarrier.wait(tail(empty, s), (passes - 1) & 1)
+        # The slot's contents of the pass before were released by every consumer warp. (On
+        # the first pass the wait is for the phase before the barrier's first, which counts as
+        # complete: it returns at once, with no branch on the pass.)
+        mbarrier.wait(tail(empty, s), (passes & 1) ^ 1)
 
     @inline_device
     def producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank):
@@ -233,11 +245,13 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
     @inline_device
     def load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes):
         # Producer: K slices kt0..kt1 of one tile into the ring; returns the ring position.
-        for kt in range(kt0, kt1):
-            producer_acquire(empty, s, passes)
-            producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
-            s, passes = next_slot(s, passes)
-        return s, passes
+        s32, p32, kt, end = np.uint32(s), np.uint32(passes), np.uint32(kt0), np.uint32(kt1)
+        while kt < end:
+            producer_acquire(empty, s32, p32)
+            producer_commit(a_map, b_map, tiles, full, s32, kt, row0, col0, rank)
+            kt = np.uint32(kt + 1)
+            s32, p32 = next_slot_u32(s32, p32)
+        return np.int64(s32), np.int64(p32)
 
     @inline_device
     def load_tile_scaled(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes,
@@ -252,23 +266,25 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
         b_scales = tail(b_scales, kt0 - (kt0 & (B_RUN - 1)))
         b_scales2 = tail(b_scales2, kt0 - (kt0 & (B_RUN - 1)))
         b_bytes = 32 if two_b else 16
-        for kt in range(kt0, kt1):
-            producer_acquire(empty, s, passes)
-            bar = tail(full, s)
-            slot = tail(rows, s * SLOT_SCALES)
+        s32, p32, kt, end = np.uint32(s), np.uint32(passes), np.uint32(kt0), np.uint32(kt1)
+        while kt < end:
+            producer_acquire(empty, s32, p32)
+            bar = tail(full, s32)
+            slot = tail(rows, s32 * SLOT_SCALES)
             # (before the commit's arrive completes it)
             mbarrier.expect_tx(bar, row_bytes + b_bytes)
             bulk.copy_global_to_shared(slot, a_scales, row_bytes, bar)
             bulk.copy_global_to_shared(tail(slot, SCALE_ROWS), b_scales, 16, bar)
             if two_b:
                 bulk.copy_global_to_shared(tail(slot, SCALE_ROWS + B_RUN), b_scales2, 16, bar)
-            producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
+            producer_commit(a_map, b_map, tiles, full, s32, kt, row0, col0, rank)
             a_scales = tail(a_scales, 1)
             if (kt & (B_RUN - 1)) == B_RUN - 1:
                 b_scales = tail(b_scales, B_RUN)
                 b_scales2 = tail(b_scales2, B_RUN)
-            s, passes = next_slot(s, passes)
-        return s, passes
+            kt = np.uint32(kt + 1)
+            s32, p32 = next_slot_u32(s32, p32)
+        return np.int64(s32), np.int64(p32)
 
     @inline_device
     def producer_tail(empty, s, passes):

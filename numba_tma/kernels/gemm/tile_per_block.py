@@ -21,7 +21,7 @@ import numpy as np
 
 from ..._frontend import cuda
 from ..._bridge import inline_device
-from ... import barrier, cluster, fence, griddep, mbarrier, tma, wgmma
+from ... import barrier, cluster, fence, griddep, mbarrier, tma, warp, wgmma
 from .config import CONSUMER_REGS, CONSUMER_WARPS, PRODUCER_REGS, SWIZZLE_ALIGN
 from .epilogue import slab_epilogue
 from .frame import kernel_entry
@@ -148,7 +148,7 @@ def kernel(cfg, spec):
             # It returns here, so nothing after this branch runs under the producer's 56.
             if EXCHANGE:
                 wgmma.setmaxnreg_dec(PRODUCER_REGS)
-            if tid == 0:
+            if tid < 32 and warp.elect_one():     # (ptxas issues its copies as they are)
                 produce(a_map, b_map, tiles, full, empty, num_k, row0, col0, rank)
             return
 
