@@ -15,7 +15,6 @@ takes but reads otherwise is not timed (its per-tensor mode is, as where it lack
 """
 
 import argparse
-import math
 import sys
 
 import numba_tma.bench as bench
@@ -59,22 +58,6 @@ def parse_args(argv=None):
     args.cases = [c for c in CASES if c[0] in modes]
     args.shapes = [tuple(s) for s in args.shape] if args.shape else list(DEFAULT_SHAPES)
     return args
-
-
-def make_inputs(torch, gen, m, n, k):
-    """e4m3 ``a`` (M, K), ``b = w.t()`` of an e4m3 (N, K) weight, and every mode's scales."""
-    f8 = torch.float8_e4m3fn
-    a = (torch.randn((m, k), device="cuda", generator=gen) * 2).to(f8)
-    w = (torch.randn((n, k), device="cuda", generator=gen) * 2).to(f8)
-    kb, nb = math.ceil(k / 128), math.ceil(n / 128)
-
-    def pos(*shape):
-        return torch.rand(shape, device="cuda", generator=gen) * 0.5 + 0.75
-
-    scales = {"tensor": (pos(), pos()), "row": (pos(m, 1), pos(1, n)),
-              # (DeepGEMM's and torch's layout: A's scales M-contiguous)
-              "block": (pos(kb, m).t(), pos(nb, kb))}
-    return a, w.t(), scales
 
 
 def torch_block_scales(torch, sb):
@@ -149,7 +132,7 @@ def run_shape(torch, args, gen, shape, hold, tune_triton):
     from numba_tma.kernels.gemm.plan import sm_count
 
     m, n, k = shape
-    a, b, scales = make_inputs(torch, gen, m, n, k)
+    a, b, scales = bench.fp8_inputs(torch, gen, m, n, k)
     ours_out = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
     torch_out = torch.empty_like(ours_out)
     flop = 2.0 * m * n * k

@@ -118,22 +118,19 @@ def run_shape(torch, args, gen, shape, device):
     from numba_tma import matmul
 
     m, n, k = shape
-    f8 = torch.float8_e4m3fn
-    a = (torch.randn((m, k), device="cuda", generator=gen) * 2).to(f8)
-    w = (torch.randn((n, k), device="cuda", generator=gen) * 2).to(f8)
-    sa = torch.rand((), device="cuda", generator=gen) * 0.5 + 0.75
-    sb = torch.rand((), device="cuda", generator=gen) * 0.5 + 0.75
+    a, b, scales = bench.fp8_inputs(torch, gen, m, n, k)
+    sa, sb = scales["tensor"]
     fast = args.accum == "fast"
     ours_out = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
     torch_out = torch.empty_like(ours_out)
 
     def ours(cfg=None):
-        return lambda: matmul(a, w.t(), ours_out, scale_a=sa, scale_b=sb, fast_accum=fast,
+        return lambda: matmul(a, b, ours_out, scale_a=sa, scale_b=sb, fast_accum=fast,
                               config=cfg)
 
     kernels = [("matmul()", ours()), *((f"matmul({c!r})", ours(c)) for c in args.configs),
                ("torch._scaled_mm", lambda: torch._scaled_mm(
-                   a, w.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast,
+                   a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=fast,
                    out=torch_out))]
     # every kernel's product against torch's before any is timed
     kernels[-1][1]()

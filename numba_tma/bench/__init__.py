@@ -15,7 +15,8 @@ turn, round after round, so a GPU clock that drifts with power shifts them alike
   GPU, driver and versions (``report_header`` + ``write_json``/``save_results``);
 - :mod:`~numba_tma.bench.env`: optional libraries, package versions, the GPU environment, and
   ``require`` (a bench's one-line exit where torch, the GPU or matplotlib it needs is missing);
-- :mod:`~numba_tma.bench.args`: dtype names, argparse types, kernel selection, random inputs;
+- :mod:`~numba_tma.bench.args`: dtype names, argparse types, kernel selection, random inputs
+  (``fp8_inputs``: an fp8 GEMM's operands and every scale mode's scales);
 - :mod:`~numba_tma.bench.plot`: result documents drawn as PNGs (matplotlib, optional, imported
   only when drawing).
 
@@ -31,7 +32,7 @@ the functions that use them. The scripts in ``benches/`` are command lines over 
 """
 
 from .args import (DTYPE_ALIASES, SUPPORTED_DTYPES, add_output_args, argparse_type,
-                   nonnegative_int, parse_dtype, parse_dtype_list, positive_int, random_array,
+                   fp8_inputs, nonnegative_int, parse_dtype, parse_dtype_list, positive_int, random_array,
                    select_names, uint_view_dtype, wgmma_config)
 from .env import (context_alive, dist_version, free_device_memory, gpu_environment,
                   gpu_problem, import_optional, package_versions, require, unmet_needs)
@@ -44,7 +45,8 @@ from .timing import (copy_bandwidth, do_bench, host_us_per_call, interleaved_rou
 
 __all__ = [
     "add_output_args", "argparse_type", "BASELINES", "context_alive", "copy_bandwidth",
-    "dist_version", "do_bench", "DTYPE_ALIASES", "fmt", "format_table", "free_device_memory",
+    "dist_version", "do_bench", "DTYPE_ALIASES", "fmt", "format_table", "fp8_inputs",
+    "free_device_memory",
     "gbps", "geomean", "gpu_environment", "gpu_problem", "host_us_per_call", "import_optional",
     "interleaved_rounds", "jsonable", "log", "median", "nonnegative_int", "one_line",
     "package_versions", "parse_dtype", "parse_dtype_list", "pct_of", "plot_panels", "plot_size",

@@ -123,6 +123,24 @@ def random_array(shape, dtype, rng, chunk_elems=1 << 26):
     return out
 
 
+def fp8_inputs(torch, gen, m, n, k):
+    """An fp8 GEMM's inputs on the GPU, drawn with torch generator ``gen``: e4m3 ``a`` (M, K),
+    ``b = w.t()`` of an e4m3 (N, K) weight (as ``torch._scaled_mm`` takes it), and every scale
+    mode's ``(scale_a, scale_b)`` by name ("tensor", "row", "block"), all in [0.75, 1.25):
+    block scales in DeepGEMM's and torch's layout (A's M-contiguous)."""
+    f8 = torch.float8_e4m3fn
+    a = (torch.randn((m, k), device="cuda", generator=gen) * 2).to(f8)
+    w = (torch.randn((n, k), device="cuda", generator=gen) * 2).to(f8)
+    kb, nb = -(-k // 128), -(-n // 128)
+
+    def pos(*shape):
+        return torch.rand(shape, device="cuda", generator=gen) * 0.5 + 0.75
+
+    scales = {"tensor": (pos(), pos()), "row": (pos(m, 1), pos(1, n)),
+              "block": (pos(kb, m).t(), pos(nb, kb))}
+    return a, w.t(), scales
+
+
 def uint_view_dtype(itemsize):
     """The unsigned integer dtype of ``itemsize`` bytes: compare elements bit for bit."""
     return np.dtype(f"u{itemsize}")
