@@ -32,8 +32,8 @@ the functions that use them. The scripts in ``benches/`` are command lines over 
 """
 
 from .args import (DTYPE_ALIASES, SUPPORTED_DTYPES, add_output_args, argparse_type,
-                   fp8_inputs, nonnegative_int, parse_dtype, parse_dtype_list, positive_int, random_array,
-                   select_names, uint_view_dtype, wgmma_config)
+                   fp8_inputs, nonnegative_int, parse_dtype, parse_dtype_list, positive_int,
+                   random_array, select_names, uint_view_dtype, wgmma_config)
 from .env import (context_alive, dist_version, free_device_memory, gpu_environment,
                   gpu_problem, import_optional, package_versions, require, unmet_needs)
 from .plot import BASELINES, PLOTS, plot_panels, plot_size, write_plot
@@ -46,12 +46,11 @@ from .timing import (copy_bandwidth, do_bench, host_us_per_call, interleaved_rou
 __all__ = [
     "add_output_args", "argparse_type", "BASELINES", "context_alive", "copy_bandwidth",
     "dist_version", "do_bench", "DTYPE_ALIASES", "fmt", "format_table", "fp8_inputs",
-    "free_device_memory",
-    "gbps", "geomean", "gpu_environment", "gpu_problem", "host_us_per_call", "import_optional",
-    "interleaved_rounds", "jsonable", "log", "median", "nonnegative_int", "one_line",
-    "package_versions", "parse_dtype", "parse_dtype_list", "pct_of", "plot_panels", "plot_size",
-    "PLOTS", "positive_int", "random_array", "report_header", "require", "save_results",
-    "select_names", "skippable", "speedup", "summarize", "SUPPORTED_DTYPES", "time_cuda",
-    "time_cuda_batch", "timestamp", "uint_view_dtype", "unmet_needs", "wgmma_config", "why",
-    "write_json", "write_plot",
+    "free_device_memory", "gbps", "geomean", "gpu_environment", "gpu_problem",
+    "host_us_per_call", "import_optional", "interleaved_rounds", "jsonable", "log", "median",
+    "nonnegative_int", "one_line", "package_versions", "parse_dtype", "parse_dtype_list",
+    "pct_of", "plot_panels", "plot_size", "PLOTS", "positive_int", "random_array",
+    "report_header", "require", "save_results", "select_names", "skippable", "speedup",
+    "summarize", "SUPPORTED_DTYPES", "time_cuda", "time_cuda_batch", "timestamp",
+    "uint_view_dtype", "unmet_needs", "wgmma_config", "why", "write_json", "write_plot",
 ]

@@ -26,7 +26,7 @@ from ..._frontend import cuda
 from ..._bridge import inline_device
 from ... import mbarrier, smem, tma, warp, wgmma
 from .config import (CONSUMER_REGS, CONSUMER_WARPS, C_BOX_BYTES, PRODUCER_REGS, SWIZZLE_ALIGN,
-                     THREADS)
+                     THREADS, ring_bytes)
 from .mainloop import slice_k, tile_mainloop, wgmma_parts
 from .prologue import meet, ring_setup, start_dependent
 from .ring import (SCALE_ROWS, Parts, ring, scale_rows, scale_rows_end, shared_views,
@@ -61,7 +61,7 @@ def persistent_parts(cfg, spec, whole=False, turns=False):
                  BAR_BYTES=(scale_rows_end(S, CONSUMER_WARPS, cfg.extra_barriers) if BLOCK
                             else 8 * (NBARS + cfg.extra_barriers)),
                  scale_rows=scale_rows(S, CONSUMER_WARPS, cfg.extra_barriers),
-                 RING_BYTES=S * P.STAGE_BYTES,
+                 RING_BYTES=ring_bytes(cfg),
                  tile_origin=raster(cfg.group_m, CM, cfg.bm, cfg.bn),
                  views=shared_views(S, CONSUMER_WARPS, cfg.extra_barriers),
                  mma_tile=tile_mainloop(P, R, cfg.mma_pipe, turns))

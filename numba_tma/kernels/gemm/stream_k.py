@@ -57,6 +57,12 @@ FIXUP_BUFFERS = 2
 FIXUP_BARRIERS = 2 * FIXUP_BUFFERS
 
 
+def part_bytes(nacc):
+    """Bytes of one consumer warpgroup's part of a partial tile: its threads' ``nacc`` fp32
+    accumulators each, which the fix-up copies into that consumer's half of the ring."""
+    return 4 * (CONSUMER_THREADS // 2) * nacc
+
+
 def stream_k_split(tiles, blocks, num_k):
     """``(dp_units, sk_iters)`` of a stream-K launch of ``blocks`` persistent blocks over
     ``tiles`` tiles of ``num_k`` K slices: the first ``dp_units`` tiles are taken whole (the
@@ -142,7 +148,7 @@ class StreamKConfig(WgmmaConfig):
                              f"overlap_epilogue=False; got persistent={self.persistent}, "
                              f"cluster_m={self.cluster_m}, bm={self.bm}, "
                              f"overlap_epilogue={self.overlap_epilogue}")
-        half_part = 4 * (CONSUMER_THREADS // 2) * (self.bn // 2)
+        half_part = part_bytes(self.bn // 2)
         if ring_bytes(self) // 2 < half_part:
             raise ValueError(f"stream-K copies a consumer's part of each partial ({half_part} "
                              f"bytes) into its half of the ring: stages = {self.stages} is "
@@ -189,7 +195,7 @@ def stream_k_parts(nacc, ring_bytes):
     assert WT == 128                            # (c = ct >> 7)
     HALF = WT * nacc                            # floats of a consumer's part of a partial
     PART = CT * nacc                            # workspace floats of one block's partial tile
-    HALF_BYTES = 4 * HALF
+    HALF_BYTES = part_bytes(nacc)
     NBUF = min(FIXUP_BUFFERS, ring_bytes // 2 // HALF_BYTES)    # per consumer, in its half
     assert NBUF >= 1, "StreamKConfig._check: the ring holds a consumer's part of a partial"
     FIXUP_BARRIER = 1                           # named barrier of the 256 consumer threads
