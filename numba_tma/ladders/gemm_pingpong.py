@@ -76,8 +76,7 @@ def _kernel(cfg, spec):
         acc2 = cuda.local.array(NACC, np.float32)
         words = cuda.local.array(4, np.uint32)
         old = cuda.local.array(4, np.uint32)
-        s = 0
-        passes = 0
+        s, passes = np.uint32(0), np.uint32(0)   # the ring position (.ring)
         boxes = 0
         loads = 0
         lead = (ct & 127) == 0

@@ -21,6 +21,8 @@ consumer warps of both. The pair meets once, at the start; at the end each produ
 
 import functools
 
+import numpy as np
+
 from ..._frontend import cuda
 
 from ..._bridge import inline_device
@@ -172,8 +174,7 @@ def persistent_kernel(cfg, F, consume, *, empty_arrivals=CONSUMER_WARPS, init_ex
             # warp 0, so that ptxas issues each copy as it is: warp.elect_one).
             wgmma.setmaxnreg_dec(PRODUCER_REGS)
             if tid < 32 and warp.elect_one():
-                s = 0
-                passes = 0
+                s, passes = np.uint32(0), np.uint32(0)   # the ring position (.ring)
                 unit = cid
                 while unit < dp_units:  # (a range with a run-time step divides in 64 bits)
                     row0, col0 = tile_origin(unit, tiles_m, tiles_n, rank)

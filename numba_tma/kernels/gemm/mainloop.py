@@ -15,6 +15,8 @@ cores always have this warpgroup's next group queued while the slot before is re
 
 import functools
 
+import numpy as np
+
 from ..._frontend import cuda
 
 from ..._bridge import inline_device
@@ -83,8 +85,8 @@ def wgmma_parts(bn, pipe, a_kmajor, b_kmajor, in_kind, tm=BM, whole=False):
         # rather than the descriptor's shifts and masks in 64 bits. s is read from lane 0: the
         # same in every lane, which ptxas cannot always prove of a ring index carried through
         # the persistent loop, and then it builds the descriptors per thread and moves each
-        # into a UR register between the HGMMAs.
-        s = cuda.shfl_sync(0xFFFFFFFF, s, 0)
+        # into a UR register between the HGMMAs. (shfl_sync takes the uint32 slot as int32.)
+        s = cuda.shfl_sync(0xFFFFFFFF, np.int32(s), 0)
         step = s * STAGE_BYTES
         return (wgmma.descriptor_advance(
                     wgmma.descriptor(tiles, c * A_WG, A_LBO, A_SBO, 128), step),

@@ -77,6 +77,12 @@ def kernel(cfg, spec):
     zero = zeroing(NACC)
 
     @inline_device
+    def has_rows(row0, c, m):
+        # Consumer c's m64 half of the tile at row0 holds rows of C (else its products are
+        # zeros: nothing of A lies there).
+        return row0 + c * WG_ROWS < m
+
+    @inline_device
     def pass_slots(acc, full, empty, lane, kt0, kt1, s, passes):
         zero(acc)
         for kt in range(kt0, kt1):
@@ -89,7 +95,7 @@ def kernel(cfg, spec):
     def product(acc, acc2, part, part2, tiles, full, empty, c, lane, kt0, kt1, s, passes, r,
                 row0, col0, m):
         # The consumer's share of the tile's product over K slices kt0..kt1.
-        if SKIPS_EMPTY_HALF and row0 + c * WG_ROWS >= m:
+        if SKIPS_EMPTY_HALF and not has_rows(row0, c, m):
             return pass_slots(acc, full, empty, lane, kt0, kt1, s, passes)
         if PROMOTE and SERIAL:
             # (B's second N block starts at column 128 of an even tile column, 64 of an odd)
@@ -120,8 +126,7 @@ def kernel(cfg, spec):
         part2 = cuda.local.array(NACC, np.float32)
         words = cuda.local.array(4, np.uint32)
         old = cuda.local.array(4, np.uint32)
-        s = 0
-        passes = 0
+        s, passes = np.uint32(0), np.uint32(0)   # the ring position (.ring)
         boxes = 0                               # boxes this warp has staged (next buffer)
         loads = 0                               # C boxes loaded for beta (cbar parity)
         if SCALE == "tensor":
@@ -144,7 +149,7 @@ def kernel(cfg, spec):
                 r = thread_row(row0, cw, lane, TM)
                 s, passes = product(acc, acc2, part, part2, tiles, full, empty, c, lane, k0, k1,
                                     s, passes, r, row0, col0, m)
-                live = row0 + c * WG_ROWS < m       # (else this consumer's partials are zeros)
+                live = has_rows(row0, c, m)
                 if k0 == 0:
                     fix_up(acc, ws, flags, ct, cid, nclusters, sk_iters, t, k1, num_k, live,
                            tail(dynf, first >> 2), extra)

@@ -111,8 +111,7 @@ def kernel(cfg, spec):
         acc = cuda.local.array(NACC, np.float32)
         words = cuda.local.array(4, np.uint32)
         c16 = cuda.local.array(NWORDS, np.uint32)   # the previous tile, packed
-        s = 0
-        passes = 0
+        s, passes = np.uint32(0), np.uint32(0)   # the ring position (.ring)
         boxes = 0                               # boxes this warp has staged (next buffer)
         pend = False
         pcrow = 0

@@ -16,7 +16,7 @@ slot's last contents were released), ``producer_commit`` (arm ``full`` and issue
 ``consumer_wait``, ``consumer_release``, and ``producer_tail`` (a cluster's producer waits until
 every slot it filled was released, so no peer's arrival lands after it exits). A position in
 the ring is ``(s, passes)``: the slot and how many times the ring has wrapped (its parity is
-the phase a wait expects).
+the phase a wait expects), both uint32 from ``(0, 0)``.
 
 The dynamic shared memory starts with the barriers (:func:`shared_views`): the ``S`` full and
 ``S`` empty slot barriers, one per consumer warp for C's loads (``cbar``), then a variant's own;
@@ -197,18 +197,8 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
 
     @inline_device
     def next_slot(s, passes):
-        # The ring position after slot s.
-        s += 1
-        if s == S:
-            s = 0
-            passes += 1
-        return s, passes
-
-    @inline_device
-    def next_slot_u32(s, passes):
-        # next_slot in 32 bits, for the producer's loops: numba's 64-bit counters cost the
-        # producer, whose instructions per slice can bound the ring, a carry and a high-word
-        # compare each.
+        # The ring position after slot s, in 32 bits (numba's 64-bit counters cost a carry and
+        # a high-word compare each: per slice, in the producer's loop and the consumers').
         s = np.uint32(s + 1)
         if s == S:
             s = np.uint32(0)
@@ -220,7 +210,7 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
         # The ring position count slots on.
         t = s + count
         laps = intmath.div_u32(t, S)
-        return t - laps * S, passes + laps
+        return np.uint32(t - laps * S), np.uint32(passes + laps)
 
     @inline_device
     def producer_acquire(empty, s, passes):
@@ -245,13 +235,13 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
     @inline_device
     def load_tile(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes):
         # Producer: K slices kt0..kt1 of one tile into the ring; returns the ring position.
-        s32, p32, kt, end = np.uint32(s), np.uint32(passes), np.uint32(kt0), np.uint32(kt1)
+        kt, end = np.uint32(kt0), np.uint32(kt1)
         while kt < end:
-            producer_acquire(empty, s32, p32)
-            producer_commit(a_map, b_map, tiles, full, s32, kt, row0, col0, rank)
+            producer_acquire(empty, s, passes)
+            producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
             kt = np.uint32(kt + 1)
-            s32, p32 = next_slot_u32(s32, p32)
-        return np.int64(s32), np.int64(p32)
+            s, passes = next_slot(s, passes)
+        return s, passes
 
     @inline_device
     def load_tile_scaled(a_map, b_map, tiles, full, empty, row0, col0, rank, kt0, kt1, s, passes,
@@ -266,25 +256,25 @@ def ring(stages, stage_bytes, issue_slot, ctas, two_b=False):
         b_scales = tail(b_scales, kt0 - (kt0 & (B_RUN - 1)))
         b_scales2 = tail(b_scales2, kt0 - (kt0 & (B_RUN - 1)))
         b_bytes = 32 if two_b else 16
-        s32, p32, kt, end = np.uint32(s), np.uint32(passes), np.uint32(kt0), np.uint32(kt1)
+        kt, end = np.uint32(kt0), np.uint32(kt1)
         while kt < end:
-            producer_acquire(empty, s32, p32)
-            bar = tail(full, s32)
-            slot = tail(rows, s32 * SLOT_SCALES)
+            producer_acquire(empty, s, passes)
+            bar = tail(full, s)
+            slot = tail(rows, s * SLOT_SCALES)
             # (before the commit's arrive completes it)
             mbarrier.expect_tx(bar, row_bytes + b_bytes)
             bulk.copy_global_to_shared(slot, a_scales, row_bytes, bar)
             bulk.copy_global_to_shared(tail(slot, SCALE_ROWS), b_scales, 16, bar)
             if two_b:
                 bulk.copy_global_to_shared(tail(slot, SCALE_ROWS + B_RUN), b_scales2, 16, bar)
-            producer_commit(a_map, b_map, tiles, full, s32, kt, row0, col0, rank)
+            producer_commit(a_map, b_map, tiles, full, s, kt, row0, col0, rank)
             a_scales = tail(a_scales, 1)
             if (kt & (B_RUN - 1)) == B_RUN - 1:
                 b_scales = tail(b_scales, B_RUN)
                 b_scales2 = tail(b_scales2, B_RUN)
             kt = np.uint32(kt + 1)
-            s32, p32 = next_slot_u32(s32, p32)
-        return np.int64(s32), np.int64(p32)
+            s, passes = next_slot(s, passes)
+        return s, passes
 
     @inline_device
     def producer_tail(empty, s, passes):

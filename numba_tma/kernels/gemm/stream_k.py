@@ -236,9 +236,12 @@ def stream_k_parts(nacc, ring_bytes):
         return t, k0, min(num_k, k0 + hi - it)
 
     @inline_device
-    def leaves_partial(p, blocks, sk_iters, t_end):
-        # Block p's share starts inside the tile that ends at slice t_end.
-        return p < blocks and first_slice(p, sk_iters, blocks) < t_end
+    def partials_after(cid, blocks, sk_iters, t_end):
+        # How many blocks after cid start their shares inside the tile that ends at slice
+        # t_end, each leaving a partial of it: the p < blocks with p * sk_iters // blocks <
+        # t_end, that is p <= (t_end * blocks - 1) // sk_iters (in 32 bits, as first_slice).
+        last = np.int64(intmath.div_u32(t_end * blocks - 1, sk_iters))
+        return np.uint32(min(last, blocks - 1) - cid)
 
     @inline_device
     def init_barriers(bars):
@@ -257,13 +260,15 @@ def stream_k_parts(nacc, ring_bytes):
     def fix_up(acc, ws, flags, ct, cid, blocks, sk_iters, t, k1, num_k, live, ring, bars):
         t_end = (t + 1) * num_k
         if k1 < num_k:
-            # The partials of blocks cid + 1, ... (whose shares start inside the tile): the
-            # first warp's lanes take up to 32 of their flags at once.
+            # The partials of blocks cid + 1, ..., cid + parts (whose shares start inside the
+            # tile; at least one, as this block's ends inside it): the first warp's lanes take
+            # up to 32 of their flags at once.
+            parts = partials_after(cid, blocks, sk_iters, t_end)
             if ct < 32:
-                p = cid + 1 + ct
-                while leaves_partial(p, blocks, sk_iters, t_end):
-                    take_partial(flags, p)
-                    p += 32
+                q = np.uint32(ct)
+                while q < parts:
+                    take_partial(flags, cid + 1 + q)
+                    q = np.uint32(q + 32)
                 cuda.threadfence()
                 cuda.syncwarp()     # (bar.sync is .aligned: warp 0 reconverges)
             # After it both consumers' wgmmas have retired and every slot's loads have landed:
@@ -272,18 +277,16 @@ def stream_k_parts(nacc, ring_bytes):
             if live:
                 c = ct >> 7
                 wt = ct & (WT - 1)
-                parts = 0
-                while leaves_partial(cid + 1 + parts, blocks, sk_iters, t_end):
-                    parts += 1
                 src = tail(ws, (cid + 1) * PART + c * HALF)
                 buf = tail(ring, c * (NBUF * HALF))
                 cbars = tail(bars, c * FIXUP_BUFFERS)
-                if wt == 0:     # (parts >= 1: every share holds MIN_STREAM_K_SLICES slices)
+                if wt == 0:     # (parts >= 1)
                     fence.proxy_async_global()      # (the flags' acquire, for the bulk copies)
                     copy_part(buf, src, cbars, 0)
                     if NBUF > 1 and parts > 1:
                         copy_part(buf, src, cbars, 1)
-                for q in range(parts):
+                q = np.uint32(0)
+                while q < parts:
                     mbarrier.wait(tail(cbars, q % NBUF), (q // NBUF) & 1)
                     part = tail(buf, (q % NBUF) * HALF + wt)
                     for i in range(nacc):
@@ -293,6 +296,7 @@ def stream_k_parts(nacc, ring_bytes):
                         barrier.sync(CONSUMER_BARRIER + c, WT)
                         if wt == 0:
                             copy_part(buf, src, cbars, q + NBUF)
+                    q = np.uint32(q + 1)
         wgmma.fence_operand(acc, nacc)
 
     @inline_device
