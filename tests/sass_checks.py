@@ -59,6 +59,15 @@ def producer_loops(sass):
     return bodies
 
 
+
+def producer_lane_loops(sass):
+    """The instructions of ptxas's loops over the active lanes (``ELECT`` ... ``BRA.U.ANY``)
+    inside the producer's loops: each wraps a one-thread copy whose thread was not elected by
+    ``warp.elect_one``. Asserts the SASS has producer loops at all."""
+    loops = producer_loops(sass)
+    assert loops, "no producer loop (UTMALDG and no wgmma) in the SASS"
+    return [t for body in loops for t in body if "ELECT" in t or "U.ANY" in t]
+
 # Exact instruction counts (and a few instruction forms) are the code one toolchain printed: the
 # ones the tests pin were read with nvJitLink 13.5, the version CI installs. Under another (the
 # H100 image's is 13.0) they are not compared; what the code must do still is.
